@@ -1,0 +1,14 @@
+-- Acquire: all of KEYS or none, on this node.
+-- KEYS: the lock's keys. ARGV[1]: our token. ARGV[2]: TTL in milliseconds.
+-- Returns 1 when every key now holds our token (a key already holding our
+-- token is refreshed: acquire is idempotent), 0 when any key holds another.
+for i = 1, #KEYS do
+  local v = redis.call('GET', KEYS[i])
+  if v and v ~= ARGV[1] then
+    return 0
+  end
+end
+for i = 1, #KEYS do
+  redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
+end
+return 1

@@ -1,0 +1,73 @@
+package redlock
+
+import (
+	"math"
+	"time"
+)
+
+// Clock arithmetic of the Redlock algorithm. Everything here is a pure
+// function of its arguments so that it can be table-tested without Redis.
+
+const (
+	// DefaultDriftFactor is the share of the TTL allowed for the difference
+	// between the rate of our clock and the nodes' expiry timers.
+	DefaultDriftFactor = 0.01
+
+	// driftFloor is the fixed part of the drift allowance (the Redlock
+	// spec's "+ 2 milliseconds" for the millisecond granularity of PX).
+	driftFloor = 2 * time.Millisecond
+
+	// MinValidity is the smallest validity a TTL must leave after drift.
+	// A TTL that cannot leave this much is rejected with ErrInvalidTTL.
+	MinValidity = time.Millisecond
+
+	// Bounds of the default per-node timeout, which is TTL/20 clamped to
+	// [minNodeTimeout, maxNodeTimeout].
+	minNodeTimeout = 5 * time.Millisecond
+	maxNodeTimeout = 200 * time.Millisecond
+)
+
+// drift returns the clock-drift allowance for a lease of ttl:
+// ttl*factor + 2ms.
+func drift(ttl time.Duration, factor float64) time.Duration {
+	return time.Duration(math.Ceil(float64(ttl)*factor)) + driftFloor
+}
+
+// validity returns how long a lease of ttl remains safe when elapsed has
+// passed since before the first request was sent: ttl - elapsed - drift.
+// It is <= 0 once the lease can no longer be relied on.
+func validity(ttl, elapsed time.Duration, factor float64) time.Duration {
+	return ttl - elapsed - drift(ttl, factor)
+}
+
+// checkTTL reports whether ttl can leave at least MinValidity after drift.
+func checkTTL(ttl time.Duration, factor float64) bool {
+	return ttl > 0 && validity(ttl, 0, factor) >= MinValidity
+}
+
+// defaultNodeTimeout is the per-node timeout used when none is configured:
+// ttl/20 clamped to [5ms, 200ms]. A 10s TTL gets 200ms, a 1s TTL 50ms.
+func defaultNodeTimeout(ttl time.Duration) time.Duration {
+	d := ttl / 20
+	if d < minNodeTimeout {
+		d = minNodeTimeout
+	}
+	if d > maxNodeTimeout {
+		d = maxNodeTimeout
+	}
+	return d
+}
+
+// pxMillis converts a TTL to the whole milliseconds sent as PX, rounding
+// up: a key that lives slightly longer than our validity assumes is safe,
+// one that lives shorter is not.
+func pxMillis(ttl time.Duration) int64 {
+	ms := int64(ttl / time.Millisecond)
+	if ttl%time.Millisecond != 0 {
+		ms++
+	}
+	return ms
+}
+
+// quorum returns the number of votes needed among n nodes: n/2+1.
+func quorum(n int) int { return n/2 + 1 }

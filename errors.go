@@ -1,0 +1,159 @@
+package redlock
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Sentinel errors. Match them with errors.Is: the errors returned by this
+// package wrap them, often several at once (a failed acquisition matches
+// both ErrNotObtained and the reason, ErrContended, ErrUnreachable,
+// ErrExpired or the context's error).
+var (
+	// ErrNotObtained is matched by every error of a failed acquisition
+	// (TryLock, Lock and their multi-key and MultiLock forms).
+	ErrNotObtained = errors.New("redlock: not obtained")
+
+	// ErrNotHeld is matched by Extend and Unlock errors when the lock is
+	// not, or cannot be proven to be, held on a quorum of nodes.
+	ErrNotHeld = errors.New("redlock: not held")
+
+	// ErrContended means other owners hold the key on enough nodes that no
+	// quorum was possible: the lock is busy. Retrying later may succeed.
+	ErrContended = errors.New("redlock: held by another owner")
+
+	// ErrUnreachable means enough nodes failed (errors, timeouts, refused
+	// connections) that no quorum was possible: an infrastructure problem.
+	ErrUnreachable = errors.New("redlock: nodes unreachable")
+
+	// ErrExpired means a quorum answered but the lease had no validity left
+	// (ttl - elapsed - drift <= 0), or the lock's validity had already run
+	// out before Extend was called.
+	ErrExpired = errors.New("redlock: validity expired")
+
+	// ErrNodeTimeout is the error of a node that did not answer within the
+	// per-node timeout (see WithNodeTimeout).
+	ErrNodeTimeout = errors.New("redlock: node timeout")
+
+	// ErrInvalid is matched by every error about bad input: no nodes, nil
+	// or duplicate nodes, empty keys, bad TTLs or options, a nil context,
+	// a nil *Lock.
+	ErrInvalid = errors.New("redlock: invalid argument")
+
+	// ErrDuplicateNode means two of the nodes given to New are the same
+	// Redis server, which would vote twice. It also matches ErrInvalid.
+	ErrDuplicateNode = errors.New("redlock: duplicate node")
+)
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}
+
+// NodeStatus is one node's outcome in a round of requests.
+type NodeStatus uint8
+
+const (
+	// NodePending means the node had not answered when the outcome was
+	// decided; the round did not wait for it.
+	NodePending NodeStatus = iota
+	// NodeOK means the node granted, extended or released the lock.
+	NodeOK
+	// NodeTaken means the key is held on the node by another token.
+	NodeTaken
+	// NodeAbsent means the key does not exist on the node (Extend, Unlock).
+	NodeAbsent
+	// NodeFailed means the request failed; NodeResult.Err says why.
+	NodeFailed
+)
+
+func (s NodeStatus) String() string {
+	switch s {
+	case NodePending:
+		return "pending"
+	case NodeOK:
+		return "ok"
+	case NodeTaken:
+		return "taken"
+	case NodeAbsent:
+		return "absent"
+	case NodeFailed:
+		return "failed"
+	}
+	return fmt.Sprintf("NodeStatus(%d)", uint8(s))
+}
+
+// NodeResult is one node's outcome.
+type NodeResult struct {
+	Node    int           // index of the node in the slice given to New
+	Addr    string        // the node's address, when the client exposes one
+	Status  NodeStatus    // what the node answered
+	Err     error         // why the request failed, when Status is NodeFailed
+	Latency time.Duration // time from the start of the round to the reply
+}
+
+func (r NodeResult) String() string {
+	s := fmt.Sprintf("node %d", r.Node)
+	if r.Addr != "" {
+		s += " (" + r.Addr + ")"
+	}
+	s += ": " + r.Status.String()
+	if r.Err != nil {
+		s += ": " + r.Err.Error()
+	}
+	return s
+}
+
+// QuorumError is returned when a round of requests to the nodes (acquire,
+// extend or release) did not reach its quorum. It lists every node's
+// outcome. Reach it with errors.As:
+//
+//	var qe *redlock.QuorumError
+//	if errors.As(err, &qe) { for _, n := range qe.Nodes { ... } }
+//
+// It unwraps to ErrNotObtained (acquire) or ErrNotHeld (extend, release),
+// and to the reason: ErrContended, ErrUnreachable, ErrExpired and/or the
+// caller's context error.
+type QuorumError struct {
+	Op     string       // "lock", "extend" or "unlock"
+	Keys   []string     // the lock's keys
+	Quorum int          // votes needed
+	OK     int          // votes received
+	Nodes  []NodeResult // one entry per node, in the order given to New
+
+	reasons []error
+}
+
+// Error describes the failure and every node's outcome on one line.
+func (e *QuorumError) Error() string {
+	var b strings.Builder
+	b.WriteString("redlock: ")
+	b.WriteString(e.Op)
+	fmt.Fprintf(&b, " %q", strings.Join(e.Keys, ","))
+	for _, r := range e.reasons {
+		b.WriteString(": ")
+		b.WriteString(strings.TrimPrefix(r.Error(), "redlock: "))
+	}
+	fmt.Fprintf(&b, " (%d of %d needed", e.OK, e.Quorum)
+	for _, n := range e.Nodes {
+		b.WriteString("; ")
+		b.WriteString(n.String())
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// Unwrap returns the sentinels and the context error this error matches.
+func (e *QuorumError) Unwrap() []error { return e.reasons }
+
+// Failed returns the results of the nodes whose request failed.
+func (e *QuorumError) Failed() []NodeResult {
+	var out []NodeResult
+	for _, n := range e.Nodes {
+		if n.Status == NodeFailed {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -1,0 +1,81 @@
+package redlock_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed543a70bd/redlock"
+	"github.com/seed543a70bd/redlock/internal/redisnode"
+	"github.com/seed543a70bd/redlock/internal/redistest"
+)
+
+var keySeq atomic.Int64
+
+// key returns a key unique to this test run.
+func key(t testing.TB) string {
+	return fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), keySeq.Add(1))
+}
+
+// cluster starts n real redis-server processes and returns them with one
+// go-redis client each.
+func cluster(t testing.TB, n int) ([]*redisnode.Node, []redis.UniversalClient) {
+	t.Helper()
+	nodes := redistest.Nodes(t, n)
+	return nodes, redistest.Clients(t, nodes)
+}
+
+func newClient(t testing.TB, clients []redis.UniversalClient, opts ...redlock.Option) *redlock.Client {
+	t.Helper()
+	c, err := redlock.New(clients, opts...)
+	require.NoError(t, err)
+	return c
+}
+
+// deadClients returns clients for n addresses where a redis-server was
+// killed: connections are refused, as for a crashed node.
+func deadClients(t testing.TB, n int) []redis.UniversalClient {
+	t.Helper()
+	nodes, clients := cluster(t, n)
+	for _, nd := range nodes {
+		require.NoError(t, nd.Kill())
+	}
+	return clients
+}
+
+const foreignToken = "someone-else-0123456789"
+
+// holdForeign sets key on c to another holder's token.
+func holdForeign(t testing.TB, c redis.UniversalClient, key string, ttl time.Duration) {
+	t.Helper()
+	require.NoError(t, c.Set(context.Background(), key, foreignToken, ttl).Err())
+}
+
+// get returns key's value on c, or "" when absent.
+func get(t testing.TB, c redis.UniversalClient, key string) string {
+	t.Helper()
+	v, err := c.Get(context.Background(), key).Result()
+	if err == redis.Nil {
+		return ""
+	}
+	require.NoError(t, err)
+	return v
+}
+
+// eventually polls cond every 5ms until it holds or wait passes.
+func eventually(t testing.TB, wait time.Duration, cond func() bool, format string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: "+format, append([]any{wait}, args...)...)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,22 @@
+//go:build !unix
+
+package redisnode
+
+import (
+	"errors"
+	"os"
+	"syscall"
+)
+
+func sysProcAttr() *syscall.SysProcAttr { return nil }
+
+func killGroup(pid int) error {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return err
+	}
+	return p.Kill()
+}
+
+func stopGroup(int) error { return errors.ErrUnsupported }
+func contGroup(int) error { return errors.ErrUnsupported }

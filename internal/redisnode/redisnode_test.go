@@ -1,0 +1,205 @@
+package redisnode
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// do sends one command and returns the first reply line (without CRLF), or
+// the error, including a timeout after d.
+func do(addr string, d time.Duration, args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, d)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(d))
+	if _, err := c.Write(resp(args...)); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return strings.TrimRight(line, "\r\n"), err
+}
+
+func ping(addr string) (string, error) { return do(addr, 200*time.Millisecond, "PING") }
+
+func start(t *testing.T, opts Options) *Node {
+	t.Helper()
+	n, err := Start(opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = n.Close() })
+	return n
+}
+
+func TestStartPing(t *testing.T) {
+	n := start(t, Options{})
+	require.True(t, n.Running())
+	require.NotZero(t, n.PID())
+	require.NotZero(t, n.Port())
+	require.Equal(t, "127.0.0.1:"+strconv.Itoa(n.Port()), n.Addr())
+	reply, err := ping(n.Addr())
+	require.NoError(t, err)
+	require.Equal(t, "+PONG", reply)
+}
+
+func TestKill(t *testing.T) {
+	n := start(t, Options{})
+	pid := n.PID()
+	require.NoError(t, n.Kill())
+	require.NoError(t, n.Kill(), "Kill is idempotent")
+	require.False(t, n.Running())
+	require.Zero(t, n.PID())
+	_, err := net.DialTimeout("tcp", n.Addr(), 200*time.Millisecond)
+	require.ErrorIs(t, err, syscall.ECONNREFUSED)
+	require.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH)
+	require.Error(t, n.Pause(), "cannot pause a dead node")
+}
+
+func TestPauseResume(t *testing.T) {
+	n := start(t, Options{})
+	require.NoError(t, n.Pause())
+	require.True(t, n.Running(), "a paused node is still running")
+	_, err := ping(n.Addr())
+	var ne net.Error
+	require.ErrorAs(t, err, &ne)
+	require.True(t, ne.Timeout(), "PING to a paused node should time out, got %v", err)
+
+	require.NoError(t, n.Resume())
+	reply, err := ping(n.Addr())
+	require.NoError(t, err)
+	require.Equal(t, "+PONG", reply)
+}
+
+func TestKillPaused(t *testing.T) {
+	n := start(t, Options{})
+	pid := n.PID()
+	require.NoError(t, n.Pause())
+	require.NoError(t, n.Kill())
+	require.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH)
+	require.NoError(t, n.Restart())
+	reply, err := ping(n.Addr())
+	require.NoError(t, err)
+	require.Equal(t, "+PONG", reply)
+}
+
+func TestRestartLosesDataWithoutAOF(t *testing.T) {
+	n := start(t, Options{})
+	port, pid := n.Port(), n.PID()
+	reply, err := do(n.Addr(), time.Second, "SET", "k", "v")
+	require.NoError(t, err)
+	require.Equal(t, "+OK", reply)
+
+	require.NoError(t, n.Restart())
+	require.Equal(t, port, n.Port())
+	require.NotEqual(t, pid, n.PID())
+	reply, err = do(n.Addr(), time.Second, "GET", "k")
+	require.NoError(t, err)
+	require.Equal(t, "$-1", reply, "data should be gone")
+}
+
+func TestRestartKeepsDataWithAOF(t *testing.T) {
+	n := start(t, Options{AppendOnly: true})
+	reply, err := do(n.Addr(), time.Second, "SET", "k", "v")
+	require.NoError(t, err)
+	require.Equal(t, "+OK", reply)
+
+	require.NoError(t, n.Kill()) // SIGKILL: only fsynced AOF survives
+	require.NoError(t, n.Restart())
+	reply, err = do(n.Addr(), time.Second, "GET", "k")
+	require.NoError(t, err)
+	require.Equal(t, "$1", reply, "key should survive restart")
+}
+
+func TestCloseRemovesDirAndProcess(t *testing.T) {
+	n, err := Start(Options{})
+	require.NoError(t, err)
+	pid, dir := n.PID(), n.Dir()
+	require.DirExists(t, dir)
+	require.NoError(t, n.Pause())
+	require.NoError(t, n.Close())
+	require.NoError(t, n.Close(), "Close is idempotent")
+	require.NoDirExists(t, dir)
+	require.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH)
+	require.False(t, n.Running())
+	require.Error(t, n.Restart(), "cannot restart a closed node")
+}
+
+func TestCloseKeepsCallerDir(t *testing.T) {
+	dir := t.TempDir()
+	n, err := Start(Options{Dir: dir, AppendOnly: true})
+	require.NoError(t, err)
+	require.NoError(t, n.Close())
+	require.DirExists(t, dir)
+}
+
+func TestFixedPortAndArgs(t *testing.T) {
+	a := start(t, Options{Args: []string{"--requirepass", "s3cret"}})
+	require.Equal(t, "s3cret", a.Password())
+	reply, err := ping(a.Addr())
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(reply, "-NOAUTH"), reply)
+
+	// A second node on a port that stays busy fails with a useful message.
+	defer func(d time.Duration) { rebindWait = d }(rebindWait)
+	rebindWait = 300 * time.Millisecond
+	_, err = Start(Options{Port: a.Port()})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), strconv.Itoa(a.Port()))
+	require.True(t, errors.Is(err, errPortBusy), err.Error())
+}
+
+func TestStartN(t *testing.T) {
+	nodes, err := StartN(5, Options{})
+	require.NoError(t, err)
+	seen := map[int]bool{}
+	for _, n := range nodes {
+		require.False(t, seen[n.Port()], "duplicate port")
+		seen[n.Port()] = true
+		reply, err := ping(n.Addr())
+		require.NoError(t, err)
+		require.Equal(t, "+PONG", reply)
+	}
+	for _, n := range nodes {
+		require.NoError(t, n.Close())
+	}
+}
+
+func TestConcurrentControl(t *testing.T) {
+	n := start(t, Options{})
+	done := make(chan struct{})
+	for i := 0; i < 4; i++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for j := 0; j < 3; j++ {
+				_ = n.Pause()
+				_ = n.Resume()
+				_ = n.Kill()
+				_ = n.Restart()
+				_ = n.PID()
+			}
+		}()
+	}
+	for i := 0; i < 4; i++ {
+		<-done
+	}
+	require.NoError(t, n.Restart())
+	reply, err := ping(n.Addr())
+	require.NoError(t, err)
+	require.Equal(t, "+PONG", reply)
+}
+
+func TestLookPath(t *testing.T) {
+	p, err := LookPath()
+	require.NoError(t, err)
+	_, err = os.Stat(p)
+	require.NoError(t, err)
+}

@@ -1,0 +1,160 @@
+package redlock
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Lock is a held lock: an immutable handle that owns its random token.
+// Its methods are safe for concurrent use. Methods on a nil *Lock return
+// an error matching ErrInvalid (or zero values), never panic.
+type Lock struct {
+	c     *Client
+	keys  []string
+	token string
+	ttl   time.Duration
+	cfg   *config
+	acq   *round // the round that won the lock; it may still have replies in flight
+
+	mu       sync.Mutex
+	deadline time.Time // monotonic: start of the last won round + ttl - drift
+}
+
+// Key returns the locked key; for a lock over several keys, the keys
+// joined with ",".
+func (l *Lock) Key() string {
+	if l == nil {
+		return ""
+	}
+	if len(l.keys) == 1 {
+		return l.keys[0]
+	}
+	return strings.Join(l.keys, ",")
+}
+
+// Keys returns the locked keys.
+func (l *Lock) Keys() []string {
+	if l == nil {
+		return nil
+	}
+	return append([]string(nil), l.keys...)
+}
+
+// Token returns the random value stored on each node: 128 bits from
+// crypto/rand, hex-encoded. It identifies this holder; it is not a fencing
+// token (it does not increase).
+func (l *Lock) Token() string {
+	if l == nil {
+		return ""
+	}
+	return l.token
+}
+
+// TTL returns the TTL of the last successful acquire or Extend.
+func (l *Lock) TTL() time.Duration {
+	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ttl
+}
+
+// Validity returns the time left in which holding the lock is safe,
+// measured on the monotonic clock: ttl - drift from the start of the last
+// won round (acquire or Extend), minus the time since. It is <= 0 once the
+// lock has expired (and for a nil *Lock).
+func (l *Lock) Validity() time.Duration {
+	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	d := l.deadline
+	l.mu.Unlock()
+	return time.Until(d)
+}
+
+// Deadline returns the monotonic instant at which Validity reaches zero.
+func (l *Lock) Deadline() time.Time {
+	if l == nil {
+		return time.Time{}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+// Extend resets the lock's TTL to ttl on every node that still holds its
+// token (compare-and-pexpire), concurrently, and succeeds when a quorum
+// did. On success Validity is recomputed from Extend's own start:
+// ttl - elapsed - drift.
+//
+// Errors: ErrInvalid for a nil *Lock, a nil ctx or a bad ttl; an error
+// matching ErrNotHeld and ErrExpired when Validity had already run out
+// (nothing is sent: the lock must be acquired again); ctx.Err() when ctx
+// is done before the call; otherwise a *QuorumError matching ErrNotHeld
+// (and ErrUnreachable when failed nodes, not missing keys, prevented the
+// quorum, or ErrExpired when the quorum came too late). A failed Extend
+// never lengthens Validity.
+func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if l == nil {
+		return invalidf("nil *Lock")
+	}
+	if err := l.c.check(ctx, ttl, l.cfg); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if l.Validity() <= 0 {
+		return &QuorumError{Op: "extend", Keys: l.keys, Quorum: l.c.need, reasons: []error{ErrNotHeld, ErrExpired}}
+	}
+	out := l.c.run(ctx, opExtend, l.keys, l.token, ttl, l.cfg)
+	deadline := out.start.Add(ttl - drift(ttl, l.cfg.driftFactor))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if out.won {
+		l.deadline, l.ttl = deadline, ttl
+		return nil
+	}
+	// Nodes that did extend may now expire earlier than before.
+	if deadline.Before(l.deadline) {
+		l.deadline = deadline
+	}
+	return out.err
+}
+
+// Unlock releases the lock: it deletes the key on every node where it
+// still holds this lock's token (compare-and-delete), concurrently, and
+// succeeds when a quorum did. It never deletes another holder's key.
+//
+// Unlock is a clean-up and is not cut short by ctx's cancellation: each
+// node request is bounded by the per-node timeout instead. It returns
+// early once a quorum has released; the remaining nodes finish in the
+// background.
+//
+// Errors: ErrInvalid for a nil *Lock or nil ctx; a *QuorumError matching
+// ErrNotHeld when fewer than a quorum still held the token (for example
+// after expiry), with ErrUnreachable when failed nodes were the cause.
+func (l *Lock) Unlock(ctx context.Context) error {
+	if l == nil {
+		return invalidf("nil *Lock")
+	}
+	if ctx == nil {
+		return invalidf("nil context")
+	}
+	l.mu.Lock()
+	ttl := l.ttl
+	l.deadline = time.Time{} // released: no validity left
+	l.mu.Unlock()
+	if l.acq != nil {
+		l.acq.unlocked.Store(true)
+	}
+	out := l.c.run(ctx, opRelease, l.keys, l.token, ttl, l.cfg)
+	if out.won {
+		return nil
+	}
+	return out.err
+}

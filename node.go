@@ -1,0 +1,161 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// node is one independent Redis master and what we learnt about it.
+type node struct {
+	idx  int
+	c    redis.UniversalClient
+	addr string
+
+	identified atomic.Bool // run_id read (or known unreadable)
+	runID      string      // guarded by Client.idMu
+}
+
+// addrOf returns a printable address for a client, or "" when the client
+// type does not expose a single one.
+func addrOf(c redis.UniversalClient) string {
+	switch v := c.(type) {
+	case *redis.Client:
+		return v.Options().Addr
+	case *redis.ClusterClient:
+		return "cluster:" + strings.Join(v.Options().Addrs, ",")
+	}
+	return ""
+}
+
+// newNodes validates the clients and wraps them. It rejects nil clients and
+// the same client, or two clients for the same address and database, given
+// twice. Servers reached under different addresses are caught later, by
+// run_id, on first contact (see identify).
+func newNodes(clients []redis.UniversalClient) ([]*node, error) {
+	if len(clients) == 0 {
+		return nil, invalidf("no nodes")
+	}
+	nodes := make([]*node, len(clients))
+	seen := make(map[string]int, len(clients))
+	for i, c := range clients {
+		if c == nil || isNilPointer(c) {
+			return nil, invalidf("node %d is nil", i)
+		}
+		for j := 0; j < i; j++ {
+			if sameClient(c, clients[j]) {
+				return nil, fmt.Errorf("%w: %w: nodes %d and %d are the same client", ErrInvalid, ErrDuplicateNode, j, i)
+			}
+		}
+		if rc, ok := c.(*redis.Client); ok {
+			o := rc.Options()
+			id := fmt.Sprintf("%s/%d", o.Addr, o.DB)
+			if j, dup := seen[id]; dup {
+				return nil, fmt.Errorf("%w: %w: nodes %d and %d both address %s", ErrInvalid, ErrDuplicateNode, j, i, id)
+			}
+			seen[id] = i
+		}
+		nodes[i] = &node{idx: i, c: c, addr: addrOf(c)}
+	}
+	return nodes, nil
+}
+
+func isNilPointer(c any) bool {
+	v := reflect.ValueOf(c)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+func sameClient(a, b redis.UniversalClient) bool {
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	return ta == tb && ta.Comparable() && any(a) == any(b)
+}
+
+// identify reads the node's run_id once, so that one server given twice
+// under different addresses is caught before it can vote twice. A server
+// that refuses INFO (ACL) is accepted without a run_id; a network error
+// leaves the node unidentified, to be tried again on the next contact.
+func (c *Client) identify(ctx context.Context, n *node) error {
+	if _, ok := n.c.(*redis.ClusterClient); ok {
+		n.identified.Store(true)
+		return nil
+	}
+	info, err := n.c.Info(ctx, "server").Result()
+	var rerr redis.Error
+	if err != nil && !errors.As(err, &rerr) {
+		return err
+	}
+	id := infoField(info, "run_id")
+	c.idMu.Lock()
+	defer c.idMu.Unlock()
+	if n.identified.Load() {
+		return nil
+	}
+	if id != "" {
+		for _, o := range c.nodes {
+			if o != n && o.identified.Load() && o.runID == id {
+				err := fmt.Errorf("%w: %w: nodes %d and %d are the same server (run_id %s)", ErrInvalid, ErrDuplicateNode, o.idx, n.idx, id)
+				c.dupErr.CompareAndSwap(nil, &err)
+				return err
+			}
+		}
+	}
+	n.runID = id
+	n.identified.Store(true)
+	return nil
+}
+
+// identifyAll identifies, concurrently, every node not yet identified,
+// each bounded by timeout, so that a duplicate is caught before the first
+// round counts votes. A node that cannot be reached now is identified on
+// a later contact (see call).
+func (c *Client) identifyAll(ctx context.Context, timeout time.Duration) {
+	var wg sync.WaitGroup
+	for _, n := range c.nodes {
+		if n.identified.Load() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			_ = c.identify(cctx, n)
+		}()
+	}
+	waitTimeout(&wg, timeout)
+	all := true
+	for _, n := range c.nodes {
+		all = all && n.identified.Load()
+	}
+	c.allIdentified.Store(all)
+}
+
+// waitTimeout waits for wg, at most d: go-redis may not honour the
+// context deadline, so the wait is bounded here too.
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
+// infoField returns the value of field in an INFO reply, or "".
+func infoField(info, field string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}

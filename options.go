@@ -1,0 +1,136 @@
+package redlock
+
+import (
+	"time"
+)
+
+// Defaults of the options. They are applied by New and can be overridden
+// per client (New) or per call (TryLock, Lock, ...).
+const (
+	// DefaultRetryDelay is the mean delay between attempts of Lock. Each
+	// delay is drawn uniformly from [d/2, 3d/2) so that contenders do not
+	// split the votes in lock-step.
+	DefaultRetryDelay = 50 * time.Millisecond
+)
+
+// config holds every setting; one copy per Client, copied again for a
+// call that passes options.
+type config struct {
+	driftFactor float64
+	nodeTimeout time.Duration // 0: derived from the TTL, see defaultNodeTimeout
+	retryDelay  time.Duration
+	maxTries    int    // 0: no limit (until ctx is done)
+	token       string // "": random per call
+	err         error
+}
+
+func defaultConfig() config {
+	return config{
+		driftFactor: DefaultDriftFactor,
+		retryDelay:  DefaultRetryDelay,
+	}
+}
+
+func (c *config) apply(opts []Option) error {
+	for _, o := range opts {
+		if o == nil {
+			return invalidf("nil Option")
+		}
+		o(c)
+		if c.err != nil {
+			return c.err
+		}
+	}
+	return nil
+}
+
+// timeoutFor returns the per-node timeout for a lease of ttl.
+func (c *config) timeoutFor(ttl time.Duration) time.Duration {
+	if c.nodeTimeout > 0 {
+		return c.nodeTimeout
+	}
+	return defaultNodeTimeout(ttl)
+}
+
+// Option configures a Client or MultiLock (given to New or NewMultiLock)
+// or a single call (given to TryLock, Lock and their variants).
+type Option func(*config)
+
+// WithDriftFactor sets the share of the TTL allowed for clock drift
+// between this process and the nodes: drift = ttl*f + 2ms, and a lock is
+// valid for ttl - elapsed - drift. Default: 0.01 (DefaultDriftFactor).
+// f must be in [0, 0.5), else New or the call returns an error matching
+// ErrInvalid.
+func WithDriftFactor(f float64) Option {
+	return func(c *config) {
+		if !(f >= 0 && f < 0.5) {
+			c.err = invalidf("drift factor %v outside [0, 0.5)", f)
+			return
+		}
+		c.driftFactor = f
+	}
+}
+
+// WithNodeTimeout bounds every request to one node (acquire, extend,
+// release), whether or not the go-redis client has ContextTimeoutEnabled:
+// a node that has not answered by then counts as failed and the round
+// goes on without it. Default: ttl/20 clamped to [5ms, 200ms]. d must be
+// positive, else ErrInvalid.
+func WithNodeTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.err = invalidf("node timeout %v is not positive", d)
+			return
+		}
+		c.nodeTimeout = d
+	}
+}
+
+// WithRetryDelay sets the mean delay between attempts of Lock; each delay
+// is drawn uniformly from [d/2, 3d/2). Default: 50ms (DefaultRetryDelay).
+// d must be positive, else ErrInvalid.
+func WithRetryDelay(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.err = invalidf("retry delay %v is not positive", d)
+			return
+		}
+		c.retryDelay = d
+	}
+}
+
+// WithMaxTries bounds the number of attempts Lock makes before it returns
+// the last attempt's error. Default: 0, no bound: Lock retries until it
+// wins or ctx is done, so give it a ctx with a deadline. n must not be
+// negative, else ErrInvalid.
+func WithMaxTries(n int) Option {
+	return func(c *config) {
+		if n < 0 {
+			c.err = invalidf("max tries %d is negative", n)
+			return
+		}
+		c.maxTries = n
+	}
+}
+
+// MinTokenLen is the shortest token WithToken accepts.
+const MinTokenLen = 16
+
+// WithToken makes a TryLock use token as the value stored on each node
+// instead of 128 fresh random bits. A holder that persisted its token can
+// so take its lock back after a restart: acquire is idempotent for the
+// same token, counting and refreshing nodes that still hold it. The token
+// must be unique to the holder and at least MinTokenLen (16) bytes, else
+// ErrInvalid. Lock and New reject it (ErrInvalid): retries, or locks,
+// sharing one token could release each other's keys. Do not run two
+// calls with one token at the same time. Default: a random token per
+// attempt.
+func WithToken(token string) Option {
+	return func(c *config) {
+		if len(token) < MinTokenLen {
+			c.err = invalidf("token of %d bytes is shorter than %d", len(token), MinTokenLen)
+			return
+		}
+		c.token = token
+	}
+}

@@ -1,0 +1,200 @@
+// Package redlock implements the Redlock distributed lock over N
+// independent Redis masters, on go-redis v9.
+//
+// A lock attempt sends SET-if-absent to every node at once and is won when
+// a majority (N/2+1) granted it and time is left: validity = ttl - elapsed
+// - drift, with drift = ttl*DriftFactor + 2ms and elapsed measured on the
+// monotonic clock from before the first request. A lost attempt releases
+// every node that may hold its token. MultiLock is the variant that needs
+// every node.
+//
+// Every node request has its own timeout (WithNodeTimeout) that holds
+// whether or not the go-redis clients honour context deadlines, and a round
+// returns as soon as its outcome is decided: a slow or stalled node never
+// holds a caller up for longer than that timeout.
+//
+// Errors are matched with errors.Is: ErrNotObtained for every failed
+// acquisition, ErrNotHeld when Extend or Unlock cannot reach a quorum, and
+// the reason (ErrContended, ErrUnreachable, ErrExpired or the context's
+// error). errors.As reaches a *QuorumError listing every node's outcome.
+//
+// Redlock alone does not give mutual exclusion against a holder that
+// pauses past its validity: check Validity before acting, and see the
+// README for what is and is not guaranteed.
+package redlock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Client acquires locks held on a majority of its nodes. It is safe for
+// concurrent use. It does not own the go-redis clients: closing them is
+// the caller's job.
+type Client struct {
+	nodes []*node
+	need  int
+	cfg   config
+
+	idMu          sync.Mutex            // serialises identify
+	allIdentified atomic.Bool           // every node's run_id is known
+	dupErr        atomic.Pointer[error] // set once two nodes turn out to be one server
+}
+
+// New returns a Client over nodes, which must be independent Redis
+// masters (not replicas of each other, not the same server twice). It does
+// no I/O; each node is identified by its run_id on first contact.
+//
+// New returns an error matching ErrInvalid when nodes is empty, holds a
+// nil client, holds the same client (or the same address and DB) twice,
+// or an option is out of range; ErrDuplicateNode also matches the latter.
+func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
+	return newClient(nodes, 0, opts)
+}
+
+func newClient(clients []redis.UniversalClient, need int, opts []Option) (*Client, error) {
+	nodes, err := newNodes(clients)
+	if err != nil {
+		return nil, err
+	}
+	cfg := defaultConfig()
+	if err := cfg.apply(opts); err != nil {
+		return nil, err
+	}
+	if cfg.token != "" {
+		return nil, invalidf("WithToken is a per-call option: a token shared by every lock of a client would let them all pass as one holder")
+	}
+	if need == 0 {
+		need = quorum(len(nodes))
+	}
+	return &Client{nodes: nodes, need: need, cfg: cfg}, nil
+}
+
+// Nodes returns how many nodes the client votes over.
+func (c *Client) Nodes() int { return len(c.nodes) }
+
+// Quorum returns how many nodes must agree: N/2+1 (N for MultiLock).
+func (c *Client) Quorum() int { return c.need }
+
+// callConfig returns the configuration for one call: the client's, or a
+// copy with opts applied.
+func (c *Client) callConfig(opts []Option) (*config, error) {
+	if c == nil {
+		return nil, invalidf("nil *Client")
+	}
+	if len(opts) == 0 {
+		return &c.cfg, nil
+	}
+	cfg := c.cfg
+	if err := cfg.apply(opts); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// TryLock makes one attempt to acquire key for ttl on a quorum of nodes.
+//
+// It returns a *Lock whose Validity is ttl - elapsed - drift. It returns
+// within the per-node timeout (default ttl/20, clamped to [5ms, 200ms];
+// see WithNodeTimeout) or when ctx is done, whichever is first.
+//
+// Errors: ErrInvalid for a nil ctx, an empty key, or a ttl that leaves
+// less than MinValidity after drift; for a failed attempt, an error
+// matching ErrNotObtained and its reason: ErrContended (other owners hold
+// the key), ErrUnreachable (nodes failed), ErrExpired (won too late), or
+// ctx.Err() (ctx done: errors.Is(err, context.Canceled) works). Every
+// failed attempt releases what it may have taken, even when ctx was
+// cancelled.
+func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+	if key == "" {
+		return nil, invalidf("empty key")
+	}
+	cfg, err := c.callConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	token, err := cfg.newToken()
+	if err != nil {
+		return nil, err
+	}
+	return c.tryLock(ctx, []string{key}, ttl, token, cfg)
+}
+
+// Lock acquires key for ttl like TryLock, retrying after a jittered delay
+// (WithRetryDelay, default 50ms ± 50%) until it wins, ctx is done, or the
+// retry budget (WithMaxTries, default: none) is spent.
+//
+// Errors are those of TryLock. When ctx ends the wait, the error matches
+// ErrNotObtained and ctx.Err(). Bad input and a misconfigured node set
+// (ErrInvalid) are returned at once, without retrying.
+func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+	if key == "" {
+		return nil, invalidf("empty key")
+	}
+	cfg, err := c.callConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.lock(ctx, []string{key}, ttl, cfg)
+}
+
+// tryLock is one attempt on validated keys.
+func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, token string, cfg *config) (*Lock, error) {
+	if err := c.check(ctx, ttl, cfg); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, &QuorumError{Op: "lock", Keys: keys, Quorum: c.need, reasons: []error{ErrNotObtained, err}}
+	}
+	out := c.run(ctx, opAcquire, keys, token, ttl, cfg)
+	l := &Lock{c: c, keys: keys, token: token, ttl: ttl, cfg: cfg, acq: out.rd}
+	if p := c.dupErr.Load(); p != nil {
+		// Found during this round: refuse even a win, which may have
+		// counted one server twice.
+		if out.won {
+			_ = l.Unlock(ctx)
+		}
+		return nil, *p
+	}
+	if !out.won {
+		return nil, out.err
+	}
+	l.deadline = out.start.Add(ttl - drift(ttl, cfg.driftFactor))
+	return l, nil
+}
+
+// check validates what every call needs.
+func (c *Client) check(ctx context.Context, ttl time.Duration, cfg *config) error {
+	if c == nil {
+		return invalidf("nil *Client")
+	}
+	if ctx == nil {
+		return invalidf("nil context")
+	}
+	if !checkTTL(ttl, cfg.driftFactor) {
+		return invalidf("ttl %v leaves no validity after drift %v (need at least %v)", ttl, drift(max(ttl, 0), cfg.driftFactor), MinValidity)
+	}
+	if p := c.dupErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// newToken returns the token set by WithToken, or 128 random bits from
+// crypto/rand, hex-encoded.
+func (c *config) newToken() (string, error) {
+	if c.token != "" {
+		return c.token, nil
+	}
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
+}

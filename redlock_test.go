@@ -1,0 +1,382 @@
+package redlock_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed543a70bd/redlock"
+	"github.com/seed543a70bd/redlock/internal/redistest"
+)
+
+// TestQuorumSubsets walks every assignment of the states down, held by
+// another token, and healthy over 5 real nodes (3^5 = 243 cases): the lock
+// is won if and only if at least 3 nodes are healthy, a lost attempt
+// leaves none of our keys, the reason names contention or outage, and
+// neither Lock nor Unlock touches another holder's key.
+func TestQuorumSubsets(t *testing.T) {
+	_, live := cluster(t, 5)
+	dead := deadClients(t, 5)
+	ctx := context.Background()
+	const (
+		healthy = iota
+		down
+		taken
+	)
+	for mask := 0; mask < 243; mask++ {
+		states := make([]int, 5)
+		m := mask
+		for i := range states {
+			states[i] = m % 3
+			m /= 3
+		}
+		name := fmt.Sprint(states)
+		k := key(t)
+		clients := make([]redis.UniversalClient, 5)
+		var nHealthy, nDown, nTaken int
+		for i, s := range states {
+			switch s {
+			case healthy:
+				clients[i] = live[i]
+				nHealthy++
+			case down:
+				clients[i] = dead[i]
+				nDown++
+			case taken:
+				clients[i] = live[i]
+				holdForeign(t, live[i], k, time.Minute)
+				nTaken++
+			}
+		}
+		c := newClient(t, clients, redlock.WithNodeTimeout(time.Second))
+		l, err := c.TryLock(ctx, k, 10*time.Second)
+		if nHealthy >= 3 {
+			require.NoError(t, err, name)
+			require.Positive(t, l.Validity(), name)
+			holding := 0
+			for i, s := range states {
+				if s == healthy && get(t, live[i], k) == l.Token() {
+					holding++
+				}
+			}
+			require.GreaterOrEqual(t, holding, 3, "%s: a won lock is held on a quorum", name)
+			require.NoError(t, l.Unlock(ctx), name)
+		} else {
+			require.ErrorIs(t, err, redlock.ErrNotObtained, name)
+			require.Nil(t, l, name)
+			var qe *redlock.QuorumError
+			require.ErrorAs(t, err, &qe, name)
+			require.Len(t, qe.Nodes, 5, name)
+			// The round decides on the replies it has: a majority
+			// of refusals is contention, of failures an outage, a mix
+			// is both.
+			if nTaken >= 3 {
+				require.ErrorIs(t, err, redlock.ErrContended, name)
+			}
+			if nDown >= 3 {
+				require.ErrorIs(t, err, redlock.ErrUnreachable, name)
+			}
+			if nDown == 0 {
+				require.NotErrorIs(t, err, redlock.ErrUnreachable, name)
+			}
+			if nTaken == 0 {
+				require.NotErrorIs(t, err, redlock.ErrContended, name)
+			}
+			for _, r := range qe.Nodes {
+				switch states[r.Node] {
+				case down:
+					if r.Status != redlock.NodePending {
+						require.Equal(t, redlock.NodeFailed, r.Status, "%s: %v", name, r)
+						require.Error(t, r.Err, name)
+					}
+				case taken:
+					if r.Status != redlock.NodePending {
+						require.Equal(t, redlock.NodeTaken, r.Status, "%s: %v", name, r)
+					}
+				}
+			}
+		}
+		for i, s := range states {
+			switch s {
+			case healthy: // released by Unlock or the lost attempt, late replies too
+				eventually(t, 2*time.Second, func() bool { return get(t, live[i], k) == "" }, "%s: node %d keeps a key", name, i)
+			case taken: // never touched
+				require.Equal(t, foreignToken, get(t, live[i], k), "%s: node %d lost the other holder's key", name, i)
+			}
+		}
+	}
+}
+
+// TestKilledNodeWhileHeld: a holder keeps its lock through the loss of two
+// of five nodes, and no contender wins while three still hold its token.
+func TestKilledNodeWhileHeld(t *testing.T) {
+	nodes, clients := cluster(t, 5)
+	ctx := context.Background()
+	k := key(t)
+	holder := newClient(t, clients)
+	l, err := holder.TryLock(ctx, k, 10*time.Second)
+	require.NoError(t, err)
+
+	require.NoError(t, nodes[0].Kill())
+	require.NoError(t, nodes[1].Kill())
+
+	contender := newClient(t, clients, redlock.WithNodeTimeout(500*time.Millisecond))
+	_, err = contender.TryLock(ctx, k, 10*time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	require.ErrorIs(t, err, redlock.ErrContended)
+	var qe *redlock.QuorumError
+	require.ErrorAs(t, err, &qe)
+	require.Zero(t, qe.OK)
+	for i, r := range qe.Nodes {
+		if i < 2 { // killed: failed, or not yet failed when contention decided
+			require.Contains(t, []redlock.NodeStatus{redlock.NodeFailed, redlock.NodePending}, r.Status, "%v", r)
+		} else {
+			require.Contains(t, []redlock.NodeStatus{redlock.NodeTaken, redlock.NodePending}, r.Status, "%v", r)
+		}
+		require.Equal(t, nodes[i].Addr(), r.Addr)
+	}
+
+	before := l.Validity()
+	require.NoError(t, l.Extend(ctx, 20*time.Second))
+	require.Greater(t, l.Validity(), before, "Extend recomputes validity from its own start")
+	require.NoError(t, l.Unlock(ctx))
+	for i := 2; i < 5; i++ {
+		require.Empty(t, get(t, clients[i], k), "node %d keeps the key after Unlock", i)
+	}
+	l2, err := contender.TryLock(ctx, k, 10*time.Second)
+	require.NoError(t, err, "after Unlock the three live nodes form a quorum")
+	require.NoError(t, l2.Unlock(ctx))
+}
+
+// TestStoppedNodeBounded: SIGSTOPped nodes accept connections and never
+// answer. TryLock still returns within the per-node timeout, although the
+// go-redis clients have a 10s read timeout and ignore context deadlines.
+func TestStoppedNodeBounded(t *testing.T) {
+	nodes := redistest.Nodes(t, 5)
+	clients := make([]redis.UniversalClient, len(nodes))
+	for i, n := range nodes {
+		c := redis.NewClient(&redis.Options{
+			Addr: n.Addr(), ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
+			MaxRetries: -1, ContextTimeoutEnabled: false,
+		})
+		t.Cleanup(func() { _ = c.Close() })
+		clients[i] = c
+	}
+	const nodeTimeout = 100 * time.Millisecond
+	const margin = 400 * time.Millisecond // generous for a loaded 2-core machine under -race
+	c := newClient(t, clients, redlock.WithNodeTimeout(nodeTimeout))
+	ctx := context.Background()
+	// Make first contact (run_id) while every node answers.
+	l, err := c.TryLock(ctx, key(t), time.Second)
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(ctx))
+
+	require.NoError(t, nodes[0].Pause())
+	require.NoError(t, nodes[1].Pause())
+	start := time.Now()
+	l, err = c.TryLock(ctx, key(t), 5*time.Second)
+	took := time.Since(start)
+	require.NoError(t, err, "three answering nodes are a majority")
+	require.Less(t, took, nodeTimeout+margin)
+	start = time.Now()
+	require.NoError(t, l.Unlock(ctx))
+	require.Less(t, time.Since(start), nodeTimeout+margin, "Unlock does not wait for stopped nodes")
+
+	require.NoError(t, nodes[2].Pause())
+	start = time.Now()
+	_, err = c.TryLock(ctx, key(t), 5*time.Second)
+	took = time.Since(start)
+	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	require.ErrorIs(t, err, redlock.ErrUnreachable)
+	require.Less(t, took, nodeTimeout+margin)
+	var qe *redlock.QuorumError
+	require.ErrorAs(t, err, &qe)
+	for i := 0; i < 3; i++ {
+		require.Equal(t, redlock.NodeFailed, qe.Nodes[i].Status, "node %d", i)
+		require.ErrorIs(t, qe.Nodes[i].Err, redlock.ErrNodeTimeout, "node %d", i)
+	}
+	for _, n := range nodes[:3] {
+		require.NoError(t, n.Resume())
+	}
+}
+
+// TestNeverDeletesOthers: after expiry, Extend and Unlock report
+// ErrNotHeld and leave the next holder's keys alone.
+func TestNeverDeletesOthers(t *testing.T) {
+	_, clients := cluster(t, 3)
+	ctx := context.Background()
+	c := newClient(t, clients)
+	k := key(t)
+	const ttl = 150 * time.Millisecond
+	l, err := c.TryLock(ctx, k, ttl)
+	require.NoError(t, err)
+	eventually(t, 5*time.Second, func() bool { return l.Validity() <= 0 }, "validity did not run out")
+	err = l.Extend(ctx, time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotHeld)
+	require.ErrorIs(t, err, redlock.ErrExpired)
+	eventually(t, 5*time.Second, func() bool {
+		for _, cl := range clients {
+			if get(t, cl, k) != "" {
+				return false
+			}
+		}
+		return true
+	}, "keys did not expire on the nodes")
+
+	l2, err := c.TryLock(ctx, k, 10*time.Second)
+	require.NoError(t, err)
+	err = l.Unlock(ctx)
+	require.ErrorIs(t, err, redlock.ErrNotHeld)
+	var qe *redlock.QuorumError
+	require.ErrorAs(t, err, &qe)
+	require.Zero(t, qe.OK)
+	for _, r := range qe.Nodes {
+		// absent: l2's SET had not yet landed there
+		require.Contains(t, []redlock.NodeStatus{redlock.NodeTaken, redlock.NodeAbsent, redlock.NodePending}, r.Status, "%v", r)
+	}
+	for i, cl := range clients {
+		eventually(t, 2*time.Second, func() bool { return get(t, cl, k) == l2.Token() }, "node %d: the new holder's key was touched", i)
+	}
+	require.NoError(t, l2.Unlock(ctx))
+	err = l2.Unlock(ctx)
+	require.ErrorIs(t, err, redlock.ErrNotHeld, "a second Unlock finds nothing")
+	require.NotErrorIs(t, err, redlock.ErrUnreachable)
+}
+
+// TestNoOverlap: many goroutines lock one key many times; no two are ever
+// inside the critical section while their Validity is positive.
+func TestNoOverlap(t *testing.T) {
+	_, clients := cluster(t, 5)
+	k := key(t)
+	const workers, iters = 8, 25
+	var inside, maxInside, done atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		c := newClient(t, clients, redlock.WithRetryDelay(2*time.Millisecond))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			for i := 0; i < iters; i++ {
+				l, err := c.Lock(ctx, k, 5*time.Second)
+				if !assert.NoError(t, err) {
+					return
+				}
+				if l.Validity() > 0 {
+					n := inside.Add(1)
+					for {
+						m := maxInside.Load()
+						if n <= m || maxInside.CompareAndSwap(m, n) {
+							break
+						}
+					}
+					inside.Add(-1)
+				}
+				done.Add(1)
+				assert.NoError(t, l.Unlock(ctx))
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, int64(workers*iters), done.Load())
+	require.Equal(t, int64(1), maxInside.Load(), "two holders overlapped")
+}
+
+// TestIdempotentAcquire: an attempt that finds its own token on a node
+// counts that node and refreshes its TTL.
+func TestIdempotentAcquire(t *testing.T) {
+	_, clients := cluster(t, 5)
+	ctx := context.Background()
+	c := newClient(t, clients)
+	k := key(t)
+	const tok = "0123456789abcdef0123456789abcdef"
+	for _, cl := range clients[:2] {
+		require.NoError(t, cl.Set(ctx, k, tok, time.Second).Err())
+	}
+	holdForeign(t, clients[2], k, time.Minute)
+	holdForeign(t, clients[3], k, time.Minute)
+	l, err := c.TryLock(ctx, k, 30*time.Second, redlock.WithToken(tok))
+	require.NoError(t, err, "nodes 0, 1 (ours) and 4 (free) are a quorum")
+	require.Equal(t, tok, l.Token())
+	for _, cl := range clients[:2] {
+		require.Greater(t, cl.PTTL(ctx, k).Val(), 10*time.Second, "our key's TTL was refreshed")
+	}
+	require.NoError(t, l.Unlock(ctx))
+	require.Equal(t, foreignToken, get(t, clients[2], k))
+}
+
+// TestCancellation: a cancelled or expired ctx ends Lock's wait with an
+// error matching both ErrNotObtained and the context's error.
+func TestCancellation(t *testing.T) {
+	_, clients := cluster(t, 3)
+	c := newClient(t, clients)
+	k := key(t)
+	l, err := c.TryLock(context.Background(), k, 10*time.Second)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, l.Unlock(context.Background())) }()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	_, err = c.Lock(ctx, k, time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	var qe *redlock.QuorumError
+	require.ErrorAs(t, err, &qe, "per-node outcomes of the last attempt")
+
+	ctx, cancel = context.WithCancel(context.Background())
+	go func() { time.Sleep(50 * time.Millisecond); cancel() }() // the event under test is the cancellation itself
+	_, err = c.Lock(ctx, k, time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	require.ErrorIs(t, err, context.Canceled)
+
+	_, err = c.TryLock(ctx, k, time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	require.ErrorIs(t, err, context.Canceled)
+
+	_, err = c.Lock(context.Background(), k, time.Second, redlock.WithMaxTries(3), redlock.WithRetryDelay(time.Millisecond))
+	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	require.ErrorIs(t, err, redlock.ErrContended)
+	require.NotErrorIs(t, err, context.Canceled)
+}
+
+// TestValidityAndExtend checks Validity's bounds and that Extend on a
+// cancelled ctx sends nothing and keeps the lock.
+func TestValidityAndExtend(t *testing.T) {
+	_, clients := cluster(t, 3)
+	c := newClient(t, clients)
+	ctx := context.Background()
+	const ttl = 10 * time.Second
+	l, err := c.TryLock(ctx, key(t), ttl)
+	require.NoError(t, err)
+	v := l.Validity()
+	require.Positive(t, v)
+	require.LessOrEqual(t, v, ttl-102*time.Millisecond, "validity leaves the drift allowance")
+	require.Equal(t, ttl, l.TTL())
+
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	err = l.Extend(cctx, time.Minute)
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotErrorIs(t, err, redlock.ErrNotHeld)
+	require.Equal(t, ttl, l.TTL())
+
+	require.NoError(t, l.Extend(ctx, time.Minute))
+	require.Greater(t, l.Validity(), ttl)
+	require.Equal(t, time.Minute, l.TTL())
+	for _, cl := range clients {
+		eventually(t, 2*time.Second, func() bool { return cl.PTTL(ctx, l.Key()).Val() > 50*time.Second }, "a node was not extended")
+	}
+	require.NoError(t, l.Unlock(cctx), "Unlock releases even when ctx is cancelled")
+	require.LessOrEqual(t, l.Validity(), time.Duration(0))
+	for _, cl := range clients {
+		eventually(t, 2*time.Second, func() bool { return get(t, cl, l.Key()) == "" }, "a node keeps the key after Unlock")
+	}
+}

@@ -1,0 +1,22 @@
+-- Release: compare-and-delete on this node. Deletes only keys holding our
+-- token. KEYS: the lock's keys. ARGV[1]: our token.
+-- Returns 1 when every key held our token (all deleted), -1 when a key
+-- holds another token, 0 otherwise (a key was missing).
+local n = 0
+local other = false
+for i = 1, #KEYS do
+  local v = redis.call('GET', KEYS[i])
+  if v == ARGV[1] then
+    redis.call('DEL', KEYS[i])
+    n = n + 1
+  elseif v then
+    other = true
+  end
+end
+if n == #KEYS then
+  return 1
+end
+if other then
+  return -1
+end
+return 0

@@ -1,0 +1,70 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+)
+
+// lock retries tryLock with jittered delays until it wins, ctx is done or
+// the retry budget is spent.
+func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg *config) (*Lock, error) {
+	// Every attempt has a token of its own. Were one token reused, the
+	// release of an earlier, lost attempt that reached a slow node late
+	// could delete the key a later, winning attempt had just set there,
+	// and a contender could then take that node: two holders.
+	if cfg.token != "" {
+		return nil, invalidf("WithToken applies to TryLock only: retries under one token could release each other's keys")
+	}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for try := 1; ; try++ {
+		token, err := cfg.newToken()
+		if err != nil {
+			return nil, err
+		}
+		l, err := c.tryLock(ctx, keys, ttl, token, cfg)
+		if err == nil || !retryable(err) {
+			return l, err
+		}
+		if cfg.maxTries > 0 && try >= cfg.maxTries {
+			return nil, err
+		}
+		d := jitter(cfg.retryDelay)
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			var qe *QuorumError
+			if errors.As(err, &qe) {
+				qe.reasons = []error{ErrNotObtained, ctx.Err()}
+				return nil, qe
+			}
+			return nil, errors.Join(ErrNotObtained, ctx.Err())
+		}
+	}
+}
+
+// retryable reports whether another attempt may succeed.
+func retryable(err error) bool {
+	return !errors.Is(err, ErrInvalid) &&
+		!errors.Is(err, context.Canceled) &&
+		!errors.Is(err, context.DeadlineExceeded)
+}
+
+// jitter draws a delay uniformly from [d/2, 3d/2).
+func jitter(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	return d/2 + rand.N(d)
+}
