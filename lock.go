@@ -18,8 +18,24 @@ type Lock struct {
 	cfg   *config
 	acq   *round // the round that won the lock; it may still have replies in flight
 
+	acquired time.Time // monotonic start of the acquiring round
+
 	mu       sync.Mutex
 	deadline time.Time // monotonic: start of the last won round + ttl - drift
+	w        *watch    // Done, Err and auto-extension; nil until first used
+	released bool      // Unlock was called
+	extended int       // successful Extends
+}
+
+// Extensions returns how many times the lock was extended (by Extend or
+// auto-extension).
+func (l *Lock) Extensions() int {
+	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.extended
 }
 
 // Key returns the locked key; for a lock over several keys, the keys
@@ -117,6 +133,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	defer l.mu.Unlock()
 	if out.won {
 		l.deadline, l.ttl = deadline, ttl
+		l.extended++
 		return nil
 	}
 	// Nodes that did extend may now expire earlier than before.
@@ -145,7 +162,9 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if ctx == nil {
 		return invalidf("nil context")
 	}
+	l.stopWatch(ErrReleased)
 	l.mu.Lock()
+	l.released = true
 	ttl := l.ttl
 	l.deadline = time.Time{} // released: no validity left
 	l.mu.Unlock()

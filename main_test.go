@@ -2,10 +2,10 @@ package redlock_test
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 )
 
 type quietLogger struct{}
@@ -15,5 +15,7 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 func TestMain(m *testing.M) {
 	// Tests kill nodes on purpose; go-redis would log every refused dial.
 	redis.SetLogger(quietLogger{})
-	os.Exit(m.Run())
+	// No goroutine may outlive its lock: watchers, extenders and node
+	// requests all end by the time the tests do.
+	goleak.VerifyTestMain(m)
 }

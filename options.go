@@ -21,7 +21,10 @@ type config struct {
 	retryDelay  time.Duration
 	maxTries    int    // 0: no limit (until ctx is done)
 	token       string // "": random per call
-	err         error
+
+	maxExtensions int           // 0: no limit
+	maxHold       time.Duration // 0: no limit
+	err           error
 }
 
 func defaultConfig() config {
@@ -132,5 +135,34 @@ func WithToken(token string) Option {
 			return
 		}
 		c.token = token
+	}
+}
+
+// WithMaxExtensions caps the number of extensions that auto-extension
+// (AutoExtend, Do) makes; after the last one the lock lives out its
+// validity and Done closes with ErrLockLost and ErrHoldLimit. The Redlock
+// spec advises such a limit. Default: 0, no limit. n must not be
+// negative, else ErrInvalid.
+func WithMaxExtensions(n int) Option {
+	return func(c *config) {
+		if n < 0 {
+			c.err = invalidf("max extensions %d is negative", n)
+			return
+		}
+		c.maxExtensions = n
+	}
+}
+
+// WithMaxHold caps how long auto-extension (AutoExtend, Do) keeps a lock:
+// no extension is made that would carry the lock past d after it was
+// acquired. Default: 0, no limit. d must not be negative, else
+// ErrInvalid.
+func WithMaxHold(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.err = invalidf("max hold %v is negative", d)
+			return
+		}
+		c.maxHold = d
 	}
 }

@@ -165,6 +165,7 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 	if !out.won {
 		return nil, out.err
 	}
+	l.acquired = out.start
 	l.deadline = out.start.Add(ttl - drift(ttl, cfg.driftFactor))
 	return l, nil
 }

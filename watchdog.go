@@ -1,0 +1,288 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+var (
+	// ErrLockLost is what Lock.Err and Do return once a held lock could no
+	// longer be proven held: its validity ran out before an extension
+	// reached a quorum, or an extension found the key gone or taken on
+	// too many nodes. It matches ErrNotHeld.
+	ErrLockLost = fmt.Errorf("redlock: lock lost: %w", ErrNotHeld)
+
+	// ErrReleased is what Lock.Err returns after Unlock.
+	ErrReleased = errors.New("redlock: released")
+
+	// ErrHoldLimit is joined to ErrLockLost when auto-extension stopped
+	// because WithMaxExtensions or WithMaxHold was reached.
+	ErrHoldLimit = errors.New("redlock: hold limit reached")
+
+	// ErrAlreadyExtending is returned by AutoExtend on a lock that is
+	// already auto-extended.
+	ErrAlreadyExtending = errors.New("redlock: auto-extension already running")
+)
+
+// watch tracks the end of a lock's life: Done's channel, the expiry timer,
+// and the auto-extension goroutine when one runs.
+type watch struct {
+	done  chan struct{}
+	err   error
+	timer *time.Timer
+
+	stop    chan struct{} // closed to stop the extender
+	stopped chan struct{} // closed when the extender has returned
+}
+
+// w returns the lock's watch, creating it (and arming the expiry timer)
+// on first use. l.mu must be held.
+func (l *Lock) watchLocked() *watch {
+	if l.w == nil {
+		l.w = &watch{done: make(chan struct{})}
+		switch d := time.Until(l.deadline); {
+		case l.released:
+			l.finishLocked(ErrReleased)
+		case d > 0:
+			l.w.timer = time.AfterFunc(d, l.checkExpiry)
+		default:
+			l.finishLocked(ErrLockLost)
+		}
+	}
+	return l.w
+}
+
+// checkExpiry runs when the deadline passes; an Extend may have moved it.
+func (l *Lock) checkExpiry() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.w.err != nil {
+		return
+	}
+	if d := time.Until(l.deadline); d > 0 {
+		l.w.timer.Reset(d)
+		return
+	}
+	l.finishLocked(ErrLockLost)
+}
+
+// finishLocked records why the lock ended and closes Done. l.mu held.
+func (l *Lock) finishLocked(err error) {
+	w := l.w
+	if w == nil || w.err != nil {
+		return
+	}
+	w.err = err
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	close(w.done)
+}
+
+// Done returns a channel that is closed when the lock can no longer be
+// proven held: its Validity ran out (with no successful Extend moving
+// it), auto-extension found it lost, or Unlock was called. Err says which.
+// For a nil *Lock it returns a closed channel.
+func (l *Lock) Done() <-chan struct{} {
+	if l == nil {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.watchLocked().done
+}
+
+// Err returns nil while Done is open; then ErrReleased after Unlock, or an
+// error matching ErrLockLost (and ErrNotHeld) after the lock was lost,
+// with ErrHoldLimit joined when a hold limit stopped the extensions.
+func (l *Lock) Err() error {
+	if l == nil {
+		return invalidf("nil *Lock")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.watchLocked().err
+}
+
+// AutoExtend extends the lock in the background until Unlock, until ctx
+// is done, until a hold limit (WithMaxExtensions, WithMaxHold) is reached,
+// or until the lock is lost; Done and Err report the end.
+//
+// It extends by the lock's TTL each time Validity falls to half the TTL,
+// and retries a failed extension after a jittered delay of TTL/20 (at
+// least the per-node timeout) until Validity runs out. An extension that
+// finds the key missing or taken on too many nodes ends the lock at once.
+// When ctx is done, extension stops and the lock lives out its validity.
+//
+// Unlock stops the extender and waits for it: no goroutine outlives the
+// lock. Errors: ErrInvalid for a nil *Lock or ctx, ErrAlreadyExtending,
+// or Err() when the lock has already ended.
+func (l *Lock) AutoExtend(ctx context.Context) error {
+	if l == nil {
+		return invalidf("nil *Lock")
+	}
+	if ctx == nil {
+		return invalidf("nil context")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.watchLocked()
+	if w.err != nil {
+		return w.err
+	}
+	if w.stop != nil {
+		return ErrAlreadyExtending
+	}
+	w.stop, w.stopped = make(chan struct{}), make(chan struct{})
+	go l.extender(ctx, w)
+	return nil
+}
+
+// extender is the auto-extension loop.
+func (l *Lock) extender(ctx context.Context, w *watch) {
+	defer close(w.stopped)
+	ttl := l.TTL()
+	retry := max(ttl/20, l.cfg.timeoutFor(ttl))
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	next := func() time.Duration { return l.Validity() - ttl/2 }
+	timer.Reset(max(next(), 0))
+	for n := 0; ; {
+		select {
+		case <-w.stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-w.done:
+			return
+		case <-timer.C:
+		}
+		if (l.cfg.maxExtensions > 0 && n >= l.cfg.maxExtensions) ||
+			(l.cfg.maxHold > 0 && time.Since(l.acquired)+ttl > l.cfg.maxHold) {
+			l.mu.Lock()
+			if w.err == nil {
+				// Let the lock live out its validity, then report.
+				w.timer.Stop()
+				d := time.Until(l.deadline)
+				w.timer = time.AfterFunc(max(d, 0), func() {
+					l.mu.Lock()
+					defer l.mu.Unlock()
+					l.finishLocked(errors.Join(ErrLockLost, ErrHoldLimit))
+				})
+			}
+			l.mu.Unlock()
+			return
+		}
+		err := l.Extend(ctx, ttl)
+		switch {
+		case err == nil:
+			n++
+			timer.Reset(max(next(), 0))
+		case ctx.Err() != nil:
+			return
+		case definitelyLost(err):
+			l.mu.Lock()
+			l.finishLocked(fmt.Errorf("%w: %w", ErrLockLost, err))
+			l.mu.Unlock()
+			return
+		default: // unreachable nodes: try again while validity lasts
+			timer.Reset(jitter(retry))
+		}
+	}
+}
+
+// definitelyLost reports whether an Extend error proves the lock gone:
+// validity ran out, or too many nodes answered that the key is not ours.
+func definitelyLost(err error) bool {
+	if errors.Is(err, ErrExpired) {
+		return true
+	}
+	var qe *QuorumError
+	if !errors.As(err, &qe) {
+		return false
+	}
+	no := 0
+	for _, n := range qe.Nodes {
+		if n.Status == NodeTaken || n.Status == NodeAbsent {
+			no++
+		}
+	}
+	return no > len(qe.Nodes)-qe.Quorum
+}
+
+// stopWatch ends the lock's watch with err and waits for the extender.
+func (l *Lock) stopWatch(err error) {
+	l.mu.Lock()
+	w := l.w
+	if w == nil {
+		l.mu.Unlock()
+		return
+	}
+	l.finishLocked(err)
+	stop, stopped := w.stop, w.stopped
+	l.mu.Unlock()
+	if stop != nil {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		<-stopped
+	}
+}
+
+// Do acquires key (waiting as Lock does), runs fn, and releases the lock
+// when fn returns. While fn runs the lock is extended in the background
+// (see AutoExtend), and fn's ctx is cancelled, with the cause set to an
+// error matching ErrLockLost, the moment the lock can no longer be proven
+// held: no extension reached a quorum before Validity ran out.
+//
+// Do returns Lock's error when the lock was not obtained, an error
+// matching ErrLockLost (and ErrNotHeld, with fn's error joined) when the
+// lock was lost while fn ran, else fn's error. A failed release after fn
+// is not reported: the keys expire with their TTL. ErrInvalid for a nil
+// fn. Options apply to the acquisition and the extensions.
+func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...Option) error {
+	if fn == nil {
+		return invalidf("nil fn")
+	}
+	l, err := c.Lock(ctx, key, ttl, opts...)
+	if err != nil {
+		return err
+	}
+	return l.do(ctx, fn)
+}
+
+// do runs fn under the held lock l, with auto-extension.
+func (l *Lock) do(ctx context.Context, fn func(ctx context.Context) error) error {
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if err := l.AutoExtend(ctx); err != nil {
+		_ = l.Unlock(context.WithoutCancel(ctx))
+		return err
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-l.Done():
+			cancel(l.Err())
+		case <-fctx.Done():
+		}
+	}()
+	ferr := fn(fctx)
+	lost := l.Err()
+	_ = l.Unlock(context.WithoutCancel(ctx))
+	cancel(nil)
+	wg.Wait()
+	if lost != nil && errors.Is(lost, ErrLockLost) {
+		return errors.Join(lost, ferr)
+	}
+	return ferr
+}
