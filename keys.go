@@ -1,0 +1,134 @@
+package redlock
+
+import (
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A lock over several keys takes all of them on a node in one script call,
+// all or none (see acquire.lua). The helpers here validate the key list
+// and check that a sharded node would run that one call on one server.
+//
+// For a node that is a Redis Cluster client the keys must hash to one
+// slot; they are deliberately not split into one call per slot. Split, a
+// node's vote would rest on several scripts on different masters, one of
+// which may fail after another succeeded: the node would be half-held,
+// and "all or nothing on that node" would no longer be true.
+
+// slotCount is the number of hash slots of a Redis Cluster.
+const slotCount = 16384
+
+// validKeys checks the keys of a multi-key call and returns a copy, so that
+// the caller may reuse its slice while the lock is held. Duplicates are
+// refused: the scripts would count a duplicated key twice, and Unlock
+// would find it already deleted and report the lock as not held.
+func validKeys(keys []string) ([]string, error) {
+	if len(keys) == 0 {
+		return nil, invalidf("no keys")
+	}
+	seen := make(map[string]int, len(keys))
+	for i, k := range keys {
+		if k == "" {
+			return nil, invalidf("empty key at index %d", i)
+		}
+		if j, dup := seen[k]; dup {
+			return nil, invalidf("duplicate key %q at indexes %d and %d", k, j, i)
+		}
+		seen[k] = i
+	}
+	return append([]string(nil), keys...), nil
+}
+
+// sharding is how a node spreads keys over servers. A multi-key script
+// call runs on the server of its first key, so on a sharded node every
+// key must live there too. Larger values are stricter.
+type sharding uint8
+
+const (
+	shardNone sharding = iota // one server: any keys
+	shardSlot                 // Redis Cluster: the keys must share a hash slot
+	shardTag                  // Ring: the keys must share a hash tag
+)
+
+// shardingOf returns how client c shards keys.
+func shardingOf(c redis.UniversalClient) sharding {
+	switch c.(type) {
+	case *redis.ClusterClient:
+		return shardSlot
+	case *redis.Ring:
+		// A Ring picks a shard by hashing the hash tag itself (the whole
+		// key when it has none), not its slot: two tags in one slot may
+		// still land on different shards. Were the keys not checked, two
+		// locks whose first keys differ would run on different shards and
+		// could both take a key they share.
+		return shardTag
+	}
+	return shardNone
+}
+
+// sharding returns the strictest sharding among the client's nodes.
+func (c *Client) sharding() sharding {
+	s := shardNone
+	for _, n := range c.nodes {
+		s = max(s, shardingOf(n.c))
+	}
+	return s
+}
+
+// checkShards returns an error matching ErrInvalid that names the first
+// key a node sharded by s cannot take in one call with keys[0], or nil.
+func checkShards(keys []string, s sharding) error {
+	switch s {
+	case shardSlot:
+		want := keySlot(keys[0])
+		for _, k := range keys[1:] {
+			if got := keySlot(k); got != want {
+				return invalidf("key %q is in hash slot %d but key %q in slot %d: a Redis Cluster node takes a multi-key lock in one slot only; give every key the same hash tag, e.g. \"{order:42}:items\" and \"{order:42}:stock\"", k, got, keys[0], want)
+			}
+		}
+	case shardTag:
+		want := hashTag(keys[0])
+		for _, k := range keys[1:] {
+			if got := hashTag(k); got != want {
+				return invalidf("key %q has hash tag %q but key %q has %q: a Ring node takes a multi-key lock on one shard only; give every key the same hash tag, e.g. \"{order:42}:items\" and \"{order:42}:stock\"", k, got, keys[0], want)
+			}
+		}
+	}
+	return nil
+}
+
+// hashTag returns the part of key that Redis Cluster hashes: the text
+// between the first "{" and the first "}" after it, when that is not
+// empty; otherwise the whole key.
+func hashTag(key string) string {
+	if s := strings.IndexByte(key, '{'); s >= 0 {
+		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
+			return key[s+1 : s+1+e]
+		}
+	}
+	return key
+}
+
+// keySlot returns key's Redis Cluster hash slot: CRC16(hash tag) mod 16384,
+// as CLUSTER KEYSLOT computes it.
+func keySlot(key string) int {
+	return int(crc16(hashTag(key))) % slotCount
+}
+
+// crc16 is CRC-16/XMODEM (polynomial 0x1021, initial value 0), the
+// checksum Redis Cluster uses for key slots.
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
