@@ -16,3 +16,49 @@ vet:
 
 fmt-check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+# Peer benchmarks: bench/ is a separate module, so that redsync, redislock
+# and toxiproxy never become dependencies of the library. Starts its own 5
+# redis-server nodes, prints a markdown table and writes
+# bench/results/latest.json; about 80 s on 2 cores. Go-level benchmarks of
+# the core paths: go test -run '^$$' -bench . -benchmem
+.PHONY: bench
+bench: redis
+	cd bench && $(GO) run -mod=mod ./cmd/redlock-bench -json results/latest.json
+
+# The README's first command: 5 local redis-server nodes, contending workers,
+# a node killed and restarted mid-lock, a summary and report/demo/index.html.
+.PHONY: demo
+demo: redis
+	$(GO) run ./cmd/redlock demo
+
+# Fuzzing: each target for FUZZTIME, one at a time (go test -fuzz takes one
+# target per run). Their seed corpora run as ordinary tests in `make test`;
+# a failure the fuzzer finds is saved under testdata/fuzz/ and so joins
+# them.
+FUZZTIME ?= 15s
+FUZZ_ROOT = FuzzOptions FuzzKeys FuzzURL FuzzReply
+FUZZ_CLI = FuzzParseNodes FuzzRedact
+.PHONY: fuzz
+fuzz: redis
+	@set -e; for f in $(FUZZ_ROOT); do echo "== $$f"; $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) . ; done
+	@set -e; for f in $(FUZZ_CLI); do echo "== $$f"; $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./cmd/redlock ; done
+
+# Soak: 64 clients on 4 keys over 5 nodes for SOAK while nodes are killed
+# (and restarted after the TTL) or paused; checks every critical section
+# with the chaos checker and reports acquisitions per second, goroutines
+# and heap at start and end. A 30-second version runs in `make test`.
+SOAK ?= 10m
+SOAK_TIMEOUT ?= 20m
+.PHONY: soak
+soak: redis
+	$(GO) test -count=1 -run '^TestSoak$$' -soak $(SOAK) -timeout $(SOAK_TIMEOUT) -v .
+
+# Chaos: the long chaos suite (every scenario, 20s each by default; set
+# CHAOS_FLAGS, e.g. --duration 1m or --scenario pause,skew-beyond) on local
+# redis-server nodes, with an HTML timeline per scenario in report/chaos/.
+# The short pass runs in `make test` (go test ./chaos/...).
+CHAOS_FLAGS ?=
+.PHONY: chaos
+chaos: redis
+	$(GO) run ./cmd/redlock chaos --report report/chaos --json report/chaos/results.json $(CHAOS_FLAGS)

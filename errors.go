@@ -45,6 +45,16 @@ var (
 	// ErrDuplicateNode means two of the nodes given to New are the same
 	// Redis server, which would vote twice. It also matches ErrInvalid.
 	ErrDuplicateNode = errors.New("redlock: duplicate node")
+
+	// ErrStaleFence is returned by FencedSet when the fencing token is not
+	// greater than the highest one the resource has already accepted: a
+	// later holder has written, so this one must stop.
+	ErrStaleFence = errors.New("redlock: stale fencing token")
+
+	// ErrNodeRestarted is the error of a node whose vote was refused by
+	// the restart guard (WithRestartGuard): it restarted too recently to
+	// be trusted to remember the locks it granted.
+	ErrNodeRestarted = errors.New("redlock: node restarted recently")
 )
 
 func invalidf(format string, args ...any) error {
@@ -116,7 +126,7 @@ func (r NodeResult) String() string {
 // and to the reason: ErrContended, ErrUnreachable, ErrExpired and/or the
 // caller's context error.
 type QuorumError struct {
-	Op     string       // "lock", "extend" or "unlock"
+	Op     string       // "lock", "extend", "unlock", or "fence" (WithFencing's second round)
 	Keys   []string     // the lock's keys
 	Quorum int          // votes needed
 	OK     int          // votes received

@@ -19,6 +19,7 @@ type Lock struct {
 	acq   *round // the round that won the lock; it may still have replies in flight
 
 	acquired time.Time // monotonic start of the acquiring round
+	fence    int64     // fencing token; 0 without WithFencing
 
 	mu       sync.Mutex
 	deadline time.Time // monotonic: start of the last won round + ttl - drift

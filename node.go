@@ -21,7 +21,13 @@ type node struct {
 
 	identified atomic.Bool // run_id read (or known unreadable)
 	runID      string      // guarded by Client.idMu
+
+	guard *nodeGuard // restart guard (guard.go); nil when off
 }
+
+// failoverAddr is the placeholder address go-redis gives the clients of
+// NewFailoverClient.
+const failoverAddr = "FailoverClient"
 
 // addrOf returns a printable address for a client, or "" when the client
 // type does not expose a single one.
@@ -54,7 +60,9 @@ func newNodes(clients []redis.UniversalClient) ([]*node, error) {
 				return nil, fmt.Errorf("%w: %w: nodes %d and %d are the same client", ErrInvalid, ErrDuplicateNode, j, i)
 			}
 		}
-		if rc, ok := c.(*redis.Client); ok {
+		// A Sentinel-managed client (NewFailoverClient) has a placeholder
+		// address; its server is identified by run_id on first contact.
+		if rc, ok := c.(*redis.Client); ok && rc.Options().Addr != failoverAddr {
 			o := rc.Options()
 			id := fmt.Sprintf("%s/%d", o.Addr, o.DB)
 			if j, dup := seen[id]; dup {
@@ -86,7 +94,7 @@ func (c *Client) identify(ctx context.Context, n *node) error {
 		n.identified.Store(true)
 		return nil
 	}
-	info, err := n.c.Info(ctx, "server").Result()
+	info, err := infoServer(ctx, n.c)
 	var rerr redis.Error
 	if err != nil && !errors.As(err, &rerr) {
 		return err
@@ -158,4 +166,15 @@ func infoField(info, field string) string {
 		}
 	}
 	return ""
+}
+
+// infoServer runs INFO server, turning a panic of go-redis on a malformed
+// reply into an error.
+func infoServer(ctx context.Context, c redis.UniversalClient) (info string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("redlock: malformed reply to INFO: go-redis panicked: %v", p)
+		}
+	}()
+	return c.Info(ctx, "server").Result()
 }

@@ -24,9 +24,15 @@ type config struct {
 
 	maxExtensions int           // 0: no limit
 	maxHold       time.Duration // 0: no limit
+	fencing       bool          // WithFencing
+	restartGuard  time.Duration // WithRestartGuard; 0: off
+	noHandoff     bool          // WithHandoff(false)
 	err           error
 }
 
+// defaultConfig returns the defaults: drift factor 0.01, retry delay
+// 50ms, node timeout from the TTL, no retry bound, no hold limits, no
+// fencing, no restart guard, pub/sub hand-off on.
 func defaultConfig() config {
 	return config{
 		driftFactor: DefaultDriftFactor,
@@ -165,4 +171,59 @@ func WithMaxHold(d time.Duration) Option {
 		}
 		c.maxHold = d
 	}
+}
+
+// WithFencing makes every acquisition also issue a fencing token,
+// returned by (*Lock).Fence: for successive holders of one key the tokens
+// strictly increase, as long as no node loses its data (see fence.go and
+// the README). Each node keeps a counter per key, FenceKey(key), that
+// never expires. The acquire round raises the counters; when the winning
+// quorum's counters differ (after a node missed acquisitions), a second
+// round raises them on a quorum, so TryLock may then take up to twice the
+// per-node timeout. If that round fails the lock is released and the
+// error matches ErrNotObtained. Default: off (Fence returns 0).
+func WithFencing() Option {
+	return func(c *config) { c.fencing = true }
+}
+
+// WithRestartGuard makes a node that restarted less than d ago count as a
+// failed vote in acquisitions and extensions (NodeFailed, with an error
+// matching ErrNodeRestarted), enforcing from the client the delayed
+// restart that the Redlock spec requires of nodes that do not fsync every
+// write. A restart shows as a changed run_id or an uptime below d (the
+// uptime is taken one second short, since INFO reports it in whole
+// seconds, so a restarted node votes again between d and d+1s after its
+// start). Choose d at least as long as the largest TTL in use.
+//
+// The guard reads INFO server once per node and again whenever the
+// go-redis client has opened a new connection to it, which every restart
+// forces; it installs a dial-counting hook on each client for that (see
+// guard.go for why this cannot miss a restart). It therefore needs
+// *redis.Client nodes, used directly rather than through a clone made by
+// WithTimeout, and an ACL that allows INFO; a node that refuses INFO
+// never votes.
+//
+// It applies to a Client (given to New); given to a single call it is
+// ignored. Default: 0, off. Errors from New: ErrInvalid when d is
+// negative or a node is not a *redis.Client.
+func WithRestartGuard(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.err = invalidf("restart guard %v is negative", d)
+			return
+		}
+		c.restartGuard = d
+	}
+}
+
+// WithHandoff turns the pub/sub hand-off of Lock on or off. When on, a
+// Lock call that finds the key held subscribes (one pattern subscription
+// per node, shared by the Client's waiting calls and closed when none
+// waits) and retries as soon as Unlock announces the release on
+// ReleaseChannel(key), instead of sleeping out its retry delay; the
+// jittered delay remains the fallback, as messages can be lost (a lock
+// that expires is not announced). Default: on. Turn it off to spare the
+// extra connection per node while waiting.
+func WithHandoff(on bool) Option {
+	return func(c *config) { c.noHandoff = !on }
 }

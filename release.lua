@@ -1,5 +1,7 @@
 -- Release: compare-and-delete on this node. Deletes only keys holding our
--- token. KEYS: the lock's keys. ARGV[1]: our token.
+-- token. KEYS: the lock's keys. ARGV[1]: our token. ARGV[2] (optional): a
+-- channel prefix; when given, each deleted key is announced on
+-- prefix .. key, so that waiters retry at once (pub/sub hand-off).
 -- Returns 1 when every key held our token (all deleted), -1 when a key
 -- holds another token, 0 otherwise (a key was missing).
 local n = 0
@@ -9,6 +11,10 @@ for i = 1, #KEYS do
   if v == ARGV[1] then
     redis.call('DEL', KEYS[i])
     n = n + 1
+    if ARGV[2] and ARGV[2] ~= '' then
+      -- pcall: a user without the channel permission still releases.
+      redis.pcall('PUBLISH', ARGV[2] .. KEYS[i], '')
+    end
   elseif v then
     other = true
   end

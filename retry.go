@@ -8,7 +8,8 @@ import (
 )
 
 // lock retries tryLock with jittered delays until it wins, ctx is done or
-// the retry budget is spent.
+// the retry budget is spent. Once the key is found held it also waits for
+// the holder's release announcement (pubsub.go), whichever comes first.
 func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg *config) (*Lock, error) {
 	// Every attempt has a token of its own. Were one token reused, the
 	// release of an earlier, lost attempt that reached a slow node late
@@ -18,9 +19,13 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 		return nil, invalidf("WithToken applies to TryLock only: retries under one token could release each other's keys")
 	}
 	var timer *time.Timer
+	var w *waiter // pub/sub hand-off, joined once the key is found held
 	defer func() {
 		if timer != nil {
 			timer.Stop()
+		}
+		if w != nil {
+			c.hub.leave(w)
 		}
 	}()
 	for try := 1; ; try++ {
@@ -28,12 +33,21 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 		if err != nil {
 			return nil, err
 		}
+		var wake <-chan struct{}
+		if w != nil {
+			w.drain() // this attempt sees the releases announced so far
+			wake = w.wake
+		}
 		l, err := c.tryLock(ctx, keys, ttl, token, cfg)
 		if err == nil || !retryable(err) {
 			return l, err
 		}
 		if cfg.maxTries > 0 && try >= cfg.maxTries {
 			return nil, err
+		}
+		if w == nil && !cfg.noHandoff && errors.Is(err, ErrContended) {
+			w = c.hub.join(c, keys)
+			wake = w.wake
 		}
 		d := jitter(cfg.retryDelay)
 		if timer == nil {
@@ -43,6 +57,7 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 		}
 		select {
 		case <-timer.C:
+		case <-wake: // a release, or the subscription is ready
 		case <-ctx.Done():
 			var qe *QuorumError
 			if errors.As(err, &qe) {

@@ -1,0 +1,162 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// The checker is pure: it reads a History and returns the safety
+// violations in it. It knows nothing of Redis, so it is unit-tested on
+// hand-made histories (checker_test.go), including ones that must fail.
+
+// ViolationKind names a broken safety property.
+type ViolationKind string
+
+const (
+	// Overlap: two holders of one key whose safe windows
+	// [Acquired, min(Released, Deadline)] overlap.
+	Overlap ViolationKind = "overlap"
+	// StaleFence: the protected resource accepted a write whose fencing
+	// token was not larger than one it had accepted before.
+	StaleFence ViolationKind = "stale-fence"
+)
+
+// Violation is one broken safety property.
+type Violation struct {
+	Kind ViolationKind `json:"kind"`
+	Key  string        `json:"key"`
+	// A and B index History.Sections (Overlap) or History.Writes
+	// (StaleFence); A is the earlier one.
+	A      int    `json:"a"`
+	B      int    `json:"b"`
+	Detail string `json:"detail"`
+}
+
+// String describes the violation on one line.
+func (v Violation) String() string {
+	return fmt.Sprintf("%s on %q: %s", v.Kind, v.Key, v.Detail)
+}
+
+// Check returns every violation in h: overlapping safe windows and stale
+// fenced writes that were accepted.
+func Check(h History) []Violation {
+	return append(Overlaps(h.Sections), StaleFences(h.Writes)...)
+}
+
+// Overlaps returns one violation per pair of sections of the same key
+// whose safe windows overlap. Windows are half-open: a section that
+// starts exactly when another ends does not overlap it. A window that is
+// empty (the lock was returned after its deadline) overlaps nothing.
+func Overlaps(secs []Section) []Violation {
+	byKey := map[string][]int{}
+	var keys []string
+	for i, s := range secs {
+		if s.End() <= s.Acquired {
+			continue
+		}
+		if _, ok := byKey[s.Key]; !ok {
+			keys = append(keys, s.Key)
+		}
+		byKey[s.Key] = append(byKey[s.Key], i)
+	}
+	sort.Strings(keys)
+	var out []Violation
+	for _, k := range keys {
+		idx := byKey[k]
+		sort.SliceStable(idx, func(a, b int) bool { return secs[idx[a]].Acquired < secs[idx[b]].Acquired })
+		var active []int // sections whose window is still open, by start
+		for _, j := range idx {
+			b := secs[j]
+			kept := active[:0]
+			for _, i := range active {
+				if secs[i].End() > b.Acquired {
+					kept = append(kept, i)
+				}
+			}
+			active = kept
+			for _, i := range active {
+				a := secs[i]
+				out = append(out, Violation{
+					Kind: Overlap, Key: k, A: i, B: j,
+					Detail: fmt.Sprintf("client %d held [%s, %s] and client %d held [%s, %s]: %s together",
+						a.Client, ms(a.Acquired), ms(a.End()), b.Client, ms(b.Acquired), ms(b.End()),
+						ms(min(a.End(), b.End())-b.Acquired)),
+				})
+			}
+			active = append(active, j)
+		}
+	}
+	return out
+}
+
+// StaleFences returns the accepted writes whose fencing token was not
+// larger than that of an accepted write to the same key that had
+// finished before they started, and accepted writes that share one
+// token with an overlapping accepted write. Writes that overlap in time
+// may be ordered either way by the resource, so only real-time order
+// counts for the first rule.
+func StaleFences(ws []Write) []Violation {
+	byKey := map[string][]int{}
+	var keys []string
+	for i, w := range ws {
+		if !w.Accepted {
+			continue
+		}
+		if _, ok := byKey[w.Key]; !ok {
+			keys = append(keys, w.Key)
+		}
+		byKey[w.Key] = append(byKey[w.Key], i)
+	}
+	sort.Strings(keys)
+	var out []Violation
+	for _, k := range keys {
+		byStart := byKey[k]
+		sort.SliceStable(byStart, func(a, b int) bool { return ws[byStart[a]].Start < ws[byStart[b]].Start })
+		byEnd := append([]int(nil), byStart...)
+		sort.SliceStable(byEnd, func(a, b int) bool { return ws[byEnd[a]].End < ws[byEnd[b]].End })
+
+		best, e := -1, 0 // best: the highest-fenced write finished so far
+		for _, j := range byStart {
+			b := ws[j]
+			for ; e < len(byEnd) && ws[byEnd[e]].End < b.Start; e++ {
+				if best < 0 || ws[byEnd[e]].Fence > ws[best].Fence {
+					best = byEnd[e]
+				}
+			}
+			if best >= 0 && b.Fence <= ws[best].Fence {
+				a := ws[best]
+				out = append(out, Violation{
+					Kind: StaleFence, Key: k, A: best, B: j,
+					Detail: fmt.Sprintf("client %d's write with fence %d accepted at %s after client %d's write with fence %d at %s",
+						b.Client, b.Fence, ms(b.Start), a.Client, a.Fence, ms(a.End)),
+				})
+			}
+		}
+		// Equal tokens on writes that overlap in time, which the rule
+		// above cannot order.
+		for x, i := range byStart {
+			for _, j := range byStart[x+1:] {
+				a, b := ws[i], ws[j]
+				if b.Start > a.End {
+					break
+				}
+				if a.Fence == b.Fence && a.End >= b.Start {
+					out = append(out, Violation{
+						Kind: StaleFence, Key: k, A: i, B: j,
+						Detail: fmt.Sprintf("clients %d and %d both had writes with fence %d accepted", a.Client, b.Client, a.Fence),
+					})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// ms formats an instant or span in milliseconds.
+func ms(d time.Duration) string {
+	if d == Never {
+		return "never"
+	}
+	return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+}

@@ -1,0 +1,168 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const usage = `usage: redlock chaos [flags]
+
+Runs the chaos suite: kills, pauses, restarts, slows, partitions and
+skews real Redis nodes mid-lock and checks that no two holders overlap and
+that the fenced resource accepts no stale write (or that they do, where a
+scenario breaks Redlock's assumptions on purpose).
+
+Flags:
+`
+
+// Command runs the chaos suite as `redlock chaos` with args (the flags
+// after "chaos") and returns the exit code: 0 when every scenario passed,
+// 1 when one failed or the run could not be made, 2 for bad flags.
+//
+// Flags: --short (a quick pass of every scenario, 3 minutes or less),
+// --duration D (length of each scenario for long runs; default 20s),
+// --scenario NAME[,NAME], --json FILE (one object per scenario), --report
+// DIR (HTML report with an SVG timeline per scenario), --backend
+// local|docker|auto, --list. A live progress line goes to stderr when it
+// is a terminal (a line per scenario otherwise); the summary table goes
+// to stdout.
+//
+// Command silences go-redis's global logger: the suite kills nodes on
+// purpose and every refused dial would be logged.
+func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+		fmt.Fprintf(stderr, "\nScenarios: %s\n", strings.Join(Names(), ", "))
+	}
+	short := fs.Bool("short", false, "quick pass of every scenario (the whole suite in 3 minutes or less)")
+	dur := fs.Duration("duration", 0, "length of each scenario (default 3s with --short, else 20s)")
+	names := fs.String("scenario", "", "comma-separated scenarios to run (default: all)")
+	jsonFile := fs.String("json", "", "write results as a JSON array to `FILE`")
+	reportDir := fs.String("report", "", "write an HTML report with a timeline per scenario to `DIR`")
+	backend := fs.String("backend", "local", "where nodes run: local (redis-server processes), docker, or auto (docker when an engine answers)")
+	list := fs.Bool("list", false, "list the scenarios and exit")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "redlock chaos: unexpected arguments: %s\n", strings.Join(fs.Args(), " "))
+		return 2
+	}
+	if *list {
+		for _, s := range Scenarios() {
+			fmt.Fprintf(stdout, "%-20s %-11s %s\n", s.Name, s.Expect, s.Doc)
+		}
+		return 0
+	}
+	if *dur < 0 {
+		fmt.Fprintln(stderr, "redlock chaos: --duration must not be negative")
+		return 2
+	}
+	s := Suite{Params: Params{Short: *short, Duration: *dur}, Progress: stderr, Live: isTerminal(stderr)}
+	if *names != "" {
+		s.Scenarios = strings.Split(*names, ",")
+		if _, err := Select(s.Scenarios); err != nil {
+			fmt.Fprintf(stderr, "redlock chaos: %v\n", err)
+			return 2
+		}
+	}
+	b, err := pickBackend(*backend)
+	if err != nil {
+		fmt.Fprintf(stderr, "redlock chaos: %v\n", err)
+		return 2
+	}
+	s.Backend = b
+
+	redis.SetLogger(quietLogger{})
+	start := time.Now()
+	results, err := s.Run(ctx)
+	fmt.Fprintln(stdout)
+	_ = WriteSummary(stdout, results)
+	fmt.Fprintf(stdout, "total %.1fs on %s nodes\n", time.Since(start).Seconds(), b.Name())
+	code := 0
+	if err != nil {
+		fmt.Fprintf(stderr, "redlock chaos: %v\n", err)
+		code = 1
+	}
+	for _, r := range results {
+		if !r.Pass {
+			code = 1
+		}
+	}
+	if *jsonFile != "" {
+		if err := writeJSONFile(*jsonFile, results); err != nil {
+			fmt.Fprintf(stderr, "redlock chaos: %v\n", err)
+			code = 1
+		}
+	}
+	if *reportDir != "" {
+		if err := WriteReport(*reportDir, results); err != nil {
+			fmt.Fprintf(stderr, "redlock chaos: %v\n", err)
+			code = 1
+		} else {
+			fmt.Fprintf(stdout, "report: %s\n", *reportDir+"/index.html")
+		}
+	}
+	return code
+}
+
+// pickBackend resolves the --backend flag.
+func pickBackend(name string) (Backend, error) {
+	switch name {
+	case "local":
+		return Local{}, nil
+	case "docker":
+		return NewDocker()
+	case "auto":
+		if d, err := NewDocker(); err == nil {
+			return d, nil
+		}
+		return Local{}, nil
+	}
+	return nil, fmt.Errorf("unknown backend %q (want local, docker or auto)", name)
+}
+
+func writeJSONFile(path string, results []Result) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := WriteJSON(f, results); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// isTerminal reports whether w is a character device (a terminal), where
+// a progress line can be redrawn in place.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}

@@ -1,0 +1,90 @@
+package chaos_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seed543a70bd/redlock/chaos"
+)
+
+func command(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := chaos.Command(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestCommandFlags(t *testing.T) {
+	if code, out, _ := command(t, "--list"); code != 0 || !strings.Contains(out, "restart-no-guard") {
+		t.Errorf("want --list to list the scenarios with exit 0, got %d:\n%s", code, out)
+	}
+	for _, args := range [][]string{{"--nope"}, {"--scenario", "nope"}, {"stray"}, {"--backend", "nope"}, {"--duration", "-1s"}} {
+		if code, _, _ := command(t, args...); code != 2 {
+			t.Errorf("want exit 2 for %v, got %d", args, code)
+		}
+	}
+}
+
+// TestCommandOutputs runs one short scenario through the CLI entry point
+// and checks the JSON fields and the report.
+func TestCommandOutputs(t *testing.T) {
+	dir := t.TempDir()
+	jsonFile, reportDir := filepath.Join(dir, "out.json"), filepath.Join(dir, "report")
+	code, out, errOut := command(t, "--short", "--duration", "1s", "--scenario", "baseline", "--json", jsonFile, "--report", reportDir)
+	if code != 0 {
+		t.Fatalf("want exit 0, got %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "1 passed, 0 failed") {
+		t.Errorf("want a summary, got:\n%s", out)
+	}
+	b, err := os.ReadFile(jsonFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []map[string]any
+	if err := json.Unmarshal(b, &got); err != nil || len(got) != 1 {
+		t.Fatalf("want a JSON array of one object, got %v: %s", err, b)
+	}
+	for field, kind := range map[string]string{"scenario": "string", "expect": "string", "acquisitions": "number",
+		"violations": "number", "p50_acquire_us": "number", "p99_acquire_us": "number", "pass": "bool"} {
+		v, ok := got[0][field]
+		switch {
+		case !ok:
+			t.Errorf("want field %q, got none", field)
+		case kind == "string" && !isType[string](v), kind == "number" && !isType[float64](v), kind == "bool" && !isType[bool](v):
+			t.Errorf("want %q to be a %s, got %T", field, kind, v)
+		}
+	}
+	html, err := os.ReadFile(filepath.Join(reportDir, "index.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(html), "<svg") || !strings.Contains(string(html), "baseline") {
+		t.Errorf("want a report with an SVG timeline of baseline, got %d bytes", len(html))
+	}
+}
+
+func isType[T any](v any) bool { _, ok := v.(T); return ok }
+
+// TestTimelineMarksOverlaps draws a hand-made history with an overlap and
+// a fault.
+func TestTimelineMarksOverlaps(t *testing.T) {
+	h := chaos.History{
+		Sections: []chaos.Section{sec(1, "k", 0, 50*msec, 100*msec), sec(2, "k", 20*msec, 60*msec, 120*msec)},
+		Events:   []chaos.Event{{At: 10 * msec, Node: 0, Kind: chaos.EventKill}, {At: 70 * msec, Node: 0, Kind: chaos.EventRestart}},
+		End:      150 * time.Millisecond,
+	}
+	r := chaos.Result{Scenario: "hand-made", History: h, Found: chaos.Check(h)}
+	svg := chaos.Timeline(r, 3)
+	for _, want := range []string{"<svg", "node 0 kill", "overlap on", "client 2, fence 0"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("want the timeline to contain %q", want)
+		}
+	}
+}

@@ -1,0 +1,76 @@
+package chaos
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Scenarios returns every scenario of the suite, in the order it runs
+// them. Each one's Doc says what it does and why it expects what it does.
+func Scenarios() []Scenario {
+	return []Scenario{
+		{Name: "baseline", Expect: ExpectSafe, run: baseline,
+			Doc: "No faults: 4 clients contend for 2 keys. 0 violations."},
+		{Name: "kill-minority", Expect: ExpectSafe, run: killMinority,
+			Doc: "Mid-lock, kill -9 two of five nodes, keep them down for longer than the TTL (delayed restart), restart them empty; repeat. 0 violations, and locks are still granted while they are down and after."},
+		{Name: "kill-majority", Expect: ExpectUnavailable, run: outage([]int{0, 1, 2}, false),
+			Doc: "Mid-lock, kill -9 three of five nodes. While they are down every attempt fails with ErrNotObtained within a bounded time; after a delayed restart locks are granted again. 0 violations."},
+		{Name: "pause", Expect: ExpectSafe, run: pause,
+			Doc: "Mid-lock, SIGSTOP two of five nodes for a while, then SIGCONT; repeat. Attempts stay bounded by the per-node timeout. 0 violations."},
+		{Name: "restart-no-guard", Expect: ExpectViolations, run: restart(false),
+			Doc: "A holds the key on nodes 0-2 (3 and 4 are taken by a short-lived foreign key); node 0 restarts at once with its memory lost; B then wins on 0, 3 and 4 while A's lock is still valid. Redlock without delayed restarts or persistence is unsafe: violations are expected."},
+		{Name: "restart-guard", Expect: ExpectSafe, run: restart(true),
+			Doc: "As restart-no-guard, but both clients use WithRestartGuard: the restarted node's vote must be refused until the guard has passed, so B waits for A's lock to expire. The restart is timed for the worst case of INFO's whole-second uptime_in_seconds (the node starts late in a wall-clock second). 0 violations."},
+		{Name: "restart-aof", Expect: ExpectSafe, cluster: ClusterOptions{AppendOnly: true}, run: restart(false),
+			Doc: "As restart-no-guard, but the nodes persist with appendfsync always: the restarted node still holds A's key. 0 violations."},
+		{Name: "slow-minority", Expect: ExpectSafe, cluster: ClusterOptions{Proxy: true}, run: netFault(false),
+			Doc: "Mid-lock, add latency (three per-node timeouts) to two of five nodes through toxiproxy. Uncontended acquire latency stays near the unfaulted phase's. 0 violations."},
+		{Name: "partition-minority", Expect: ExpectSafe, cluster: ClusterOptions{Proxy: true}, run: netFault(true),
+			Doc: "Mid-lock, partition two of five nodes (toxiproxy drops every byte). Uncontended acquire latency stays near the unfaulted phase's. 0 violations."},
+		{Name: "skew-within", Expect: ExpectSafe, run: skew(1.005),
+			Doc: "Mid-lock, make the clocks of three of five nodes run 0.5% fast (TTLs scaled by a client hook), inside the 1% drift allowance; holders keep their locks to the end of their validity and let them expire. 0 violations."},
+		{Name: "skew-beyond", Expect: ExpectViolations, run: skew(2),
+			Doc: "As skew-within, but the three nodes' clocks run twice as fast: keys expire at half the TTL while holders still believe their validity. Violations are expected."},
+		{Name: "multilock-node-down", Expect: ExpectUnavailable, run: outage([]int{4}, true),
+			Doc: "MultiLock (every node must agree): mid-lock, kill one of five nodes. While it is down no lock is granted; after a delayed restart locks are granted again. 0 violations."},
+		{Name: "paused-holder", Expect: ExpectSafe, run: pausedHolder,
+			Doc: "A holder pauses (the GC-pause model) past its validity; another client takes the lock and writes; the paused holder then writes with its old fencing token and the fenced resource must reject it."},
+	}
+}
+
+// Names returns the names of every scenario, in order.
+func Names() []string {
+	var out []string
+	for _, s := range Scenarios() {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// Select returns the scenarios named, in the suite's order; every one
+// when names is empty. It returns an error naming the unknown ones.
+func Select(names []string) ([]Scenario, error) {
+	all := Scenarios()
+	if len(names) == 0 {
+		return all, nil
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[strings.TrimSpace(n)] = true
+	}
+	var out []Scenario
+	for _, s := range all {
+		if want[s.Name] {
+			out = append(out, s)
+			delete(want, s.Name)
+		}
+	}
+	if len(want) > 0 {
+		var unknown []string
+		for n := range want {
+			unknown = append(unknown, n)
+		}
+		return nil, fmt.Errorf("chaos: unknown scenario(s) %s; known: %s", strings.Join(unknown, ", "), strings.Join(Names(), ", "))
+	}
+	return out, nil
+}

@@ -1,0 +1,238 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Pub/sub hand-off.
+//
+// Unlock's release script publishes on ReleaseChannel(key), on each node
+// where it deleted the key. A Lock call that found the key contended
+// joins its Client's hub, which holds one pattern subscription
+// (PSUBSCRIBE redlock:release:*) per node while any of the Client's Lock
+// calls waits, and retries as soon as a release of one of its keys
+// arrives instead of sleeping the rest of its retry delay. A message from
+// any node is only a hint: the retry is an ordinary attempt.
+//
+// The jittered delay stays as the fallback, since messages are lost when
+// the holder's lock expires instead of being released, when a node is
+// down, or between a subscription's loss and its renewal.
+//
+// No release is missed between the failed attempt and the subscription:
+// a waiter that joins is woken once the subscription is confirmed on some
+// node (at once, when it already is), and retries.
+//
+// The hub starts its subscriptions when the first waiter joins and
+// closes them when the last one leaves, in the background: no goroutine
+// outlives the waits by more than the time to close a connection.
+// Releases of a lost attempt's partial grants are not published, so that
+// split votes do not wake every waiter into another split.
+
+// releasePrefix is the prefix of the release channels.
+const releasePrefix = "redlock:release:"
+
+// ReleaseChannel returns the pub/sub channel on which Unlock announces the
+// release of key on each node: "redlock:release:" + key. The message is
+// empty. Waiting Lock calls subscribe to it (see WithHandoff); other
+// programs may too.
+func ReleaseChannel(key string) string { return releasePrefix + key }
+
+// hub multiplexes the release subscriptions of one Client among its
+// waiting Lock calls. The zero value is ready to use.
+type hub struct {
+	mu      sync.Mutex
+	waiters map[string]map[*waiter]struct{} // by key
+	n       int                             // waiters joined
+	sess    *session                        // nil when no waiter
+}
+
+// waiter is one waiting Lock call.
+type waiter struct {
+	keys []string
+	wake chan struct{} // buffered: wake-ups coalesce
+}
+
+// session is the set of subscriptions, one per node, of one busy period.
+type session struct {
+	subs      []*redis.PubSub
+	done      chan struct{}
+	confirmed atomic.Bool // some node confirmed the subscription
+	wg        sync.WaitGroup
+}
+
+// join registers a waiter for keys, starting the subscriptions if none
+// run. The waiter is woken when the subscriptions are (or already were)
+// confirmed, and on every release of one of its keys.
+func (h *hub) join(c *Client, keys []string) *waiter {
+	w := &waiter{keys: keys, wake: make(chan struct{}, 1)}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.waiters == nil {
+		h.waiters = make(map[string]map[*waiter]struct{})
+	}
+	for _, k := range keys {
+		m := h.waiters[k]
+		if m == nil {
+			m = make(map[*waiter]struct{})
+			h.waiters[k] = m
+		}
+		m[w] = struct{}{}
+	}
+	h.n++
+	if h.sess == nil {
+		h.sess = h.start(c)
+	}
+	if h.sess.confirmed.Load() {
+		w.notify()
+	}
+	return w
+}
+
+// leave unregisters w and, if it was the last waiter, closes the
+// subscriptions in the background.
+func (h *hub) leave(w *waiter) {
+	h.mu.Lock()
+	for _, k := range w.keys {
+		if m := h.waiters[k]; m != nil {
+			delete(m, w)
+			if len(m) == 0 {
+				delete(h.waiters, k)
+			}
+		}
+	}
+	h.n--
+	var s *session
+	if h.n == 0 {
+		s, h.sess = h.sess, nil
+	}
+	h.mu.Unlock()
+	if s != nil {
+		go s.stop()
+	}
+}
+
+// start opens one subscription per node; h.mu is held. The PubSub
+// objects are created without I/O; each reader goroutine subscribes, so
+// that a slow or dead node never holds up a Lock call.
+func (h *hub) start(c *Client) *session {
+	s := &session{done: make(chan struct{})}
+	for _, nd := range c.nodes {
+		ps := nd.c.Subscribe(context.Background())
+		s.subs = append(s.subs, ps)
+		s.wg.Add(1)
+		go s.read(h, ps)
+	}
+	return s
+}
+
+// stop closes the subscriptions and waits for the readers.
+func (s *session) stop() {
+	close(s.done)
+	for _, ps := range s.subs {
+		_ = ps.Close()
+	}
+	s.wg.Wait()
+}
+
+// read subscribes on one node and delivers its messages until stop.
+func (s *session) read(h *hub, ps *redis.PubSub) {
+	defer s.wg.Done()
+	ctx := context.Background()
+	// An error leaves the pattern recorded; Receive reconnects and
+	// subscribes again.
+	_ = safely(func() error { return ps.PSubscribe(ctx, releasePrefix+"*") })
+	var backoff *time.Timer
+	defer func() {
+		if backoff != nil {
+			backoff.Stop()
+		}
+	}()
+	for {
+		var msg any
+		err := safely(func() (err error) { msg, err = ps.Receive(ctx); return err })
+		select {
+		case <-s.done:
+			return
+		default:
+		}
+		if err != nil {
+			// The node is down or the connection broke: try again a
+			// little later, not in a tight loop.
+			if backoff == nil {
+				backoff = time.NewTimer(100 * time.Millisecond)
+			} else {
+				backoff.Reset(100 * time.Millisecond)
+			}
+			select {
+			case <-s.done:
+				return
+			case <-backoff.C:
+			}
+			continue
+		}
+		switch m := msg.(type) {
+		case *redis.Message:
+			if k, ok := strings.CutPrefix(m.Channel, releasePrefix); ok {
+				h.wakeKey(k)
+			}
+		case *redis.Subscription:
+			if m.Kind == "psubscribe" {
+				// Newly (re)subscribed: a release may have gone unseen.
+				s.confirmed.Store(true)
+				h.wakeAll()
+			}
+		}
+	}
+}
+
+func (h *hub) wakeKey(k string) {
+	h.mu.Lock()
+	for w := range h.waiters[k] {
+		w.notify()
+	}
+	h.mu.Unlock()
+}
+
+func (h *hub) wakeAll() {
+	h.mu.Lock()
+	for _, m := range h.waiters {
+		for w := range m {
+			w.notify()
+		}
+	}
+	h.mu.Unlock()
+}
+
+func (w *waiter) notify() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// drain discards wake-ups received so far: the next attempt sees their
+// releases anyway.
+func (w *waiter) drain() {
+	select {
+	case <-w.wake:
+	default:
+	}
+}
+
+// safely runs f, turning a panic of go-redis on a malformed reply into an
+// error: a reader goroutine must not take the process down.
+func safely(f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("redlock: malformed pub/sub reply: go-redis panicked: %v", p)
+		}
+	}()
+	return f()
+}

@@ -1,0 +1,407 @@
+package redlock_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed543a70bd/redlock"
+)
+
+// A malformed reply must yield a node error, never a panic. These tests
+// put a fake server that speaks just enough RESP for go-redis to connect
+// in place of a node, and make it answer one command with garbage.
+
+// fakeRedis is a loopback TCP server answering each RESP command with
+// whatever its reply function returns: nil closes the connection.
+type fakeRedis struct {
+	l     net.Listener
+	reply func(cmd []string) []byte
+	wg    sync.WaitGroup
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+}
+
+// startFake starts a fake server; it is closed, and its goroutines ended,
+// when the test ends.
+func startFake(t testing.TB, reply func(cmd []string) []byte) *fakeRedis {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	f := &fakeRedis{l: l, reply: reply, conns: make(map[net.Conn]struct{})}
+	f.wg.Add(1)
+	go f.accept()
+	t.Cleanup(f.close)
+	return f
+}
+
+func (f *fakeRedis) Addr() string { return f.l.Addr().String() }
+
+func (f *fakeRedis) accept() {
+	defer f.wg.Done()
+	for {
+		c, err := f.l.Accept()
+		if err != nil {
+			return
+		}
+		f.mu.Lock()
+		if f.closed {
+			f.mu.Unlock()
+			_ = c.Close()
+			return
+		}
+		f.conns[c] = struct{}{}
+		f.wg.Add(1)
+		f.mu.Unlock()
+		go f.serve(c)
+	}
+}
+
+func (f *fakeRedis) serve(c net.Conn) {
+	defer f.wg.Done()
+	defer func() {
+		f.mu.Lock()
+		delete(f.conns, c)
+		f.mu.Unlock()
+		_ = c.Close()
+	}()
+	r := bufio.NewReader(c)
+	for {
+		cmd, err := readCommand(r)
+		if err != nil {
+			return
+		}
+		out := f.reply(cmd)
+		if out == nil {
+			return
+		}
+		if _, err := c.Write(out); err != nil {
+			return
+		}
+	}
+}
+
+func (f *fakeRedis) close() {
+	f.mu.Lock()
+	f.closed = true
+	for c := range f.conns {
+		_ = c.Close()
+	}
+	f.mu.Unlock()
+	_ = f.l.Close()
+	f.wg.Wait()
+}
+
+// readCommand reads one command: an array of bulk strings, as go-redis
+// sends them.
+func readCommand(r *bufio.Reader) ([]string, error) {
+	n, err := readLen(r, '*')
+	if err != nil {
+		return nil, err
+	}
+	if n < 1 || n > 1024 {
+		return nil, fmt.Errorf("fake: command of %d arguments", n)
+	}
+	cmd := make([]string, n)
+	for i := range cmd {
+		size, err := readLen(r, '$')
+		if err != nil {
+			return nil, err
+		}
+		if size < 0 || size > 1<<20 {
+			return nil, fmt.Errorf("fake: argument of %d bytes", size)
+		}
+		b := make([]byte, size+2)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return nil, err
+		}
+		cmd[i] = string(b[:size])
+	}
+	return cmd, nil
+}
+
+func readLen(r *bufio.Reader, prefix byte) (int, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return 0, err
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if len(line) < 2 || line[0] != prefix {
+		return 0, fmt.Errorf("fake: want %q, got %q", prefix, line)
+	}
+	return strconv.Atoi(line[1:])
+}
+
+// replyPlan says which command gets the garbage; every other command gets
+// a plausible answer. resp3 makes the fake accept HELLO 3, so that go-redis
+// reads the replies as RESP3 (with push and attribute frames).
+type replyPlan struct {
+	target  string // "HELLO", "INFO", "EVALSHA" or "EVAL" (EVALSHA then answers NOSCRIPT)
+	garbage []byte // nil: close the connection instead of answering
+	resp3   bool
+	runID   string
+}
+
+func (p replyPlan) reply(cmd []string) []byte {
+	name := strings.ToUpper(cmd[0])
+	if name == p.target {
+		return p.garbage
+	}
+	switch name {
+	case "HELLO":
+		if p.resp3 {
+			return []byte("%3\r\n+server\r\n+redis\r\n+version\r\n+7.0.15\r\n+proto\r\n:3\r\n")
+		}
+		return []byte("-ERR unknown command 'HELLO'\r\n")
+	case "CLIENT", "AUTH", "SELECT", "PING":
+		return []byte("+OK\r\n")
+	case "INFO":
+		info := "# Server\r\nredis_version:7.0.15\r\nrun_id:" + p.runID + "\r\nuptime_in_seconds:86400\r\n"
+		return []byte("$" + strconv.Itoa(len(info)) + "\r\n" + info + "\r\n")
+	case "EVALSHA":
+		if p.target == "EVAL" {
+			return []byte("-NOSCRIPT No matching script. Please use EVAL.\r\n")
+		}
+	}
+	return []byte("-ERR the fake runs no scripts\r\n")
+}
+
+// malformed are replies no script of ours returns. Each is given whole;
+// the connection stays open after it unless noted.
+var malformed = []struct {
+	name  string
+	reply []byte
+}{
+	{"status OK", []byte("+OK\r\n")},
+	{"integer 42", []byte(":42\r\n")},
+	{"integer -7", []byte(":-7\r\n")},
+	{"integer overflow", []byte(":99999999999999999999999\r\n")},
+	{"null bulk", []byte("$-1\r\n")},
+	{"null array", []byte("*-1\r\n")},
+	{"bulk string", []byte("$3\r\nabc\r\n")},
+	{"bulk of digits", []byte("$1\r\n1\r\n")},
+	{"array of ones", []byte("*2\r\n:1\r\n:1\r\n")},
+	{"nested array", []byte("*1\r\n*1\r\n*1\r\n:1\r\n")},
+	{"error", []byte("-ERR boom\r\n")},
+	{"error without text", []byte("-\r\n")},
+	{"NOSCRIPT loop", []byte("-NOSCRIPT No matching script.\r\n")},
+	{"invalid bytes", []byte("\x00\xff\xfe garbage \x7f\r\n")},
+	{"unknown type", []byte("?1\r\n")},
+	{"no CRLF", []byte("+OK\n")},
+	{"empty line", []byte("\r\n")},
+	{"negative bulk length", []byte("$-5\r\n")},
+	{"bad bulk length", []byte("$x\r\n")},
+	{"bulk shorter than said", []byte("$10\r\nabc\r\n")}, // then silence
+	{"truncated line", []byte(":1")},                     // then silence
+	{"large bulk length", []byte("$1000000\r\n")},        // then silence
+	{"RESP3 null", []byte("_\r\n")},
+	{"RESP3 double", []byte(",1.0\r\n")},
+	{"RESP3 boolean", []byte("#t\r\n")},
+	{"RESP3 big number", []byte("(1\r\n")},
+	{"RESP3 map", []byte("%1\r\n:1\r\n:1\r\n")},
+	{"RESP3 map with array key", []byte("%1\r\n*0\r\n:1\r\n")},
+	{"RESP3 set", []byte("~1\r\n:1\r\n")},
+	{"RESP3 verbatim", []byte("=5\r\ntxt:1\r\n")},
+	{"RESP3 short verbatim", []byte("=1\r\n1\r\n")},
+	{"RESP3 blob error", []byte("!4\r\nboom\r\n")},
+	{"RESP3 attribute", []byte("|1\r\n+a\r\n+b\r\n")},
+	{"RESP3 push", []byte(">2\r\n+message\r\n+x\r\n")},
+	{"closed connection", nil},
+}
+
+// hugeLengths make go-redis itself panic ("makeslice: len out of range")
+// while it reads the reply, on the goroutine that sent the command. They
+// run in a child process, so that a panic fails one test, not the run.
+var hugeLengths = []struct {
+	name  string
+	reply []byte
+}{
+	{"enormous bulk length", []byte("$9223372036854775807\r\n")},
+	{"enormous array length", []byte("*9223372036854775807\r\n")},
+	{"enormous map length", []byte("%4611686018427387904\r\n")},
+}
+
+var replyTargets = []string{"EVALSHA", "EVAL", "INFO", "HELLO"}
+
+// fakeClient returns a client for the fake with one connection and no
+// retries.
+func fakeClient(t testing.TB, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{
+		Addr:          addr,
+		DialTimeout:   time.Second,
+		ReadTimeout:   time.Second,
+		WriteTimeout:  time.Second,
+		MaxRetries:    -1,
+		DialerRetries: 1,
+		PoolSize:      2,
+	})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// replyNodeTimeout bounds each request to the fake: replies that stop
+// short make go-redis wait for the rest.
+const replyNodeTimeout = 300 * time.Millisecond
+
+// tryFake makes one lock attempt on a set whose only node is the fake.
+func tryFake(t testing.TB, plan replyPlan) error {
+	t.Helper()
+	f := startFake(t, plan.reply)
+	rl, err := redlock.New([]redis.UniversalClient{fakeClient(t, f.Addr())}, redlock.WithNodeTimeout(replyNodeTimeout))
+	require.NoError(t, err)
+	l, err := rl.TryLock(context.Background(), key(t), 10*time.Second)
+	if err == nil {
+		t.Fatalf("want the garbage node's vote refused, got the lock %v", l.Token())
+	}
+	return err
+}
+
+// requireNodeFailed checks that err is a failed acquisition whose every
+// node failed with an error.
+func requireNodeFailed(t testing.TB, err error) {
+	t.Helper()
+	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	require.ErrorIs(t, err, redlock.ErrUnreachable)
+	var qe *redlock.QuorumError
+	require.ErrorAs(t, err, &qe)
+	for _, n := range qe.Nodes {
+		if n.Status != redlock.NodeFailed || n.Err == nil {
+			t.Fatalf("node %d: want failed with an error, got %v", n.Node, n)
+		}
+	}
+}
+
+// TestReplyMalformed answers each command of a lock attempt with each kind
+// of garbage, on a single-node set: the node fails with an error.
+func TestReplyMalformed(t *testing.T) {
+	for _, target := range replyTargets {
+		for _, resp3 := range []bool{false, true} {
+			for i, m := range malformed {
+				name := fmt.Sprintf("%s/resp3=%v/%s", target, resp3, m.name)
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					err := tryFake(t, replyPlan{target: target, garbage: m.reply, resp3: resp3, runID: fmt.Sprintf("fake%036d", i)})
+					requireNodeFailed(t, err)
+				})
+			}
+		}
+	}
+}
+
+// TestReplyMalformedAmongRealNodes puts a garbage node in a set of four
+// (quorum 3) with three real ones: with the real nodes free the lock is won
+// and released; with one real node held by another owner the garbage
+// node's vote is not counted, the attempt fails, and what it took on the
+// real nodes is released.
+func TestReplyMalformedAmongRealNodes(t *testing.T) {
+	_, real := cluster(t, 3)
+	ctx := context.Background()
+	for i, m := range malformed {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			plan := replyPlan{target: "EVALSHA", garbage: m.reply, runID: fmt.Sprintf("fake%036d", i)}
+			f := startFake(t, plan.reply)
+			nodes := append(append([]redis.UniversalClient(nil), real...), fakeClient(t, f.Addr()))
+			rl := newClient(t, nodes, redlock.WithNodeTimeout(replyNodeTimeout))
+
+			k := key(t)
+			l, err := rl.TryLock(ctx, k, 10*time.Second)
+			require.NoError(t, err)
+			require.NoError(t, l.Unlock(ctx))
+
+			k = key(t)
+			holdForeign(t, real[2], k, 10*time.Second)
+			_, err = rl.TryLock(ctx, k, 10*time.Second)
+			require.ErrorIs(t, err, redlock.ErrNotObtained)
+			var qe *redlock.QuorumError
+			require.ErrorAs(t, err, &qe)
+			if st := qe.Nodes[2].Status; st != redlock.NodeTaken {
+				t.Fatalf("node 2: want taken, got %v", qe.Nodes[2])
+			}
+			if n := qe.Nodes[3]; n.Status != redlock.NodeFailed || n.Err == nil {
+				if n.Status != redlock.NodePending { // the round may decide without it
+					t.Fatalf("node 3 (garbage): want failed with an error, got %v", n)
+				}
+			}
+			if qe.OK > 2 {
+				t.Fatalf("want at most 2 votes (the free real nodes), got %d", qe.OK)
+			}
+			for j, c := range real[:2] {
+				eventually(t, 5*time.Second, func() bool { return get(t, c, k) == "" },
+					"node %d: want the lost attempt released", j)
+			}
+			if got := get(t, real[2], k); got != foreignToken {
+				t.Fatalf("node 2: want the other owner's token kept, got %q", got)
+			}
+		})
+	}
+}
+
+// replyChildEnv names the case a child process of TestReplyHugeLength runs.
+const replyChildEnv = "REDLOCK_REPLY_CHILD"
+
+// TestReplyHugeLength answers with lengths so large that go-redis panics
+// while reading them. The library must turn that into a node error. Each
+// case runs in a child process; a panic there fails this test with the
+// child's stack instead of killing the whole test binary.
+func TestReplyHugeLength(t *testing.T) {
+	if name := os.Getenv(replyChildEnv); name != "" {
+		for _, h := range hugeLengths {
+			for _, target := range replyTargets {
+				if h.name+"/"+target == name {
+					requireNodeFailed(t, tryFake(t, replyPlan{target: target, garbage: h.reply, runID: "fake-huge"}))
+					return
+				}
+			}
+		}
+		t.Fatalf("unknown case %q", name)
+	}
+	for _, h := range hugeLengths {
+		for _, target := range replyTargets {
+			name := h.name + "/" + target
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestReplyHugeLength$", "-test.count=1", "-test.timeout=50s")
+				cmd.Env = append(os.Environ(), replyChildEnv+"="+name)
+				out, err := cmd.CombinedOutput()
+				if err == nil {
+					return
+				}
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) {
+					t.Fatalf("running the child: %v", err)
+				}
+				if i := strings.Index(string(out), "panic: "); i >= 0 {
+					t.Fatalf("reply %q to %s: want a node error, got a panic that kills the process:\n%s", h.reply, target, firstLines(string(out[i:]), 16))
+				}
+				t.Fatalf("reply %q to %s: child failed (%v):\n%s", h.reply, target, err, out)
+			})
+		}
+	}
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "\n")
+}
