@@ -1,0 +1,51 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// A short demo: nodes start, workers contend, node 3 is killed and
+// restarted, no violation, and the report is written.
+func TestDemo(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "report")
+	r := cli(t, nil, "demo", "--workers", "3", "--duration", "2s", "--report", dir)
+	if r.code != exitOK {
+		t.Fatalf("want exit 0, got %d; stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, w := range []string{"Started 5 redis-server nodes", "killed node 3", "restarted node 3", "Report: "} {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("want %q in the output, got:\n%s", w, r.stdout)
+		}
+	}
+	count := func(name string) int {
+		m := regexp.MustCompile(`(?m)^  ` + name + ` +(\d+)`).FindStringSubmatch(r.stdout)
+		if m == nil {
+			t.Fatalf("want a %q line in the summary, got:\n%s", name, r.stdout)
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	if n := count("violations"); n != 0 {
+		t.Errorf("want 0 violations, got %d", n)
+	}
+	if n := count("acquisitions"); n == 0 {
+		t.Errorf("want acquisitions, got 0")
+	}
+	if n := count("hand-offs"); n == 0 {
+		t.Errorf("want hand-offs, got 0")
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "index.html"))
+	if err != nil {
+		t.Fatalf("want the report, got %v", err)
+	}
+	for _, w := range []string{"<svg", "node 3 killed", "node 3 restarted", "violations"} {
+		if !strings.Contains(string(b), w) {
+			t.Errorf("report: want %q in index.html", w)
+		}
+	}
+}

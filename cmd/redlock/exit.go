@@ -1,0 +1,54 @@
+package main
+
+// Exit codes. They follow sysexits(3) where one fits, and the shell's
+// conventions (126, 127, 128+signal) for the command that `run` starts, so
+// that scripts can tell the command's own failure from the lock's.
+//
+// `redlock run` exits with the command's own code when the command ran
+// under the lock to its end; a command killed by a signal gives 128+n.
+const (
+	// exitOK: success (status: every node answered; demo: no violation).
+	exitOK = 0
+	// exitFailure: any other error (a node could not be started by demo,
+	// demo saw a violation, an unexpected I/O error).
+	exitFailure = 1
+	// exitUsage: bad flags, a bad or duplicate node URL, a bad TTL (EX_USAGE).
+	exitUsage = 64
+	// exitUnavailable: status could not reach every node (EX_UNAVAILABLE).
+	exitUnavailable = 69
+	// exitLockLost: the lock was lost while the command ran; the command
+	// was sent SIGTERM, then SIGKILL after --grace. Its own exit code is
+	// not reported: it ran, for a while, without the lock.
+	exitLockLost = 70
+	// exitNotObtained: the lock was not obtained within --wait, because
+	// other holders kept it or too few nodes answered (EX_TEMPFAIL: try
+	// again later).
+	exitNotObtained = 75
+	// exitCannotRun: the command was found but could not be started.
+	exitCannotRun = 126
+	// exitNotFound: the command was not found.
+	exitNotFound = 127
+	// exitSignal: added to the number of the signal that ended the
+	// command (or that stopped redlock while it waited for the lock).
+	exitSignal = 128
+)
+
+// exitCodesHelp documents the codes for `redlock help`; docs/cli.md has
+// the same table.
+const exitCodesHelp = `Exit codes:
+  0       run: the command succeeded under the lock; status: every node
+          answered; demo: no violation
+  N       run: the command's own exit code, whatever it is; the codes 64,
+          70, 75, 126 and 127 of redlock itself always come with a
+          "redlock run: ..." line on stderr
+  1       status, demo, chaos: other failure (demo: a violation was seen)
+  64      usage error: bad flag, bad or duplicate node URL, bad TTL (EX_USAGE)
+  69      status: some node did not answer (EX_UNAVAILABLE)
+  70      run: the lock was lost while the command ran; the command was
+          sent SIGTERM, then SIGKILL after --grace
+  75      run: the lock was not obtained within --wait (EX_TEMPFAIL)
+  126     run: the command could not be started
+  127     run: the command was not found
+  128+n   run: the command was killed by signal n, or redlock got signal n
+          while waiting for the lock
+`

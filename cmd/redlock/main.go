@@ -1,0 +1,112 @@
+// Command redlock holds Redlock distributed locks from the shell and
+// shows and exercises them.
+//
+// Install it with
+//
+//	go install github.com/seed543a70bd/redlock/cmd/redlock@latest
+//
+// Commands:
+//
+//	redlock run --nodes URL,... --key K [--ttl 30s] [--wait D] [--multi] -- command [args...]
+//	redlock status --nodes URL,... --key K
+//	redlock demo [--workers 6] [--duration 10s] [--report report/demo]
+//	redlock chaos ...
+//	redlock version
+//	redlock help [command]
+//
+// Nodes are go-redis URLs (redis://, rediss:// for TLS, user:password for
+// ACLs), from --nodes or the REDLOCK_NODES variable. Run 'redlock help'
+// for the exit codes.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const usage = `Usage: redlock <command> [flags]
+
+Commands:
+  run      run a command while holding a lock, extending it, like flock(1)
+  status   show, for each node, who holds a key, its PTTL and fence counter
+  demo     start 5 local redis-server nodes and show contending workers
+  chaos    run the chaos suite
+  version  print the version
+  help     print this help, or a command's: redlock help run
+
+Nodes are a comma-separated list of go-redis URLs, from --nodes or the
+REDLOCK_NODES variable:
+  redis://[user:password@]host:port[/db]   plain TCP (ACL user optional)
+  rediss://[user:password@]host:port[/db]  TLS
+  unix:///path/to/redis.sock               Unix socket
+Query parameters of go-redis's ParseURL are accepted (dial_timeout=...).
+
+Example (with docker-compose.yml: docker compose up -d):
+  export REDLOCK_NODES=redis://localhost:6381,redis://localhost:6382,redis://localhost:6383,redis://localhost:6384,redis://localhost:6385
+  redlock run --key nightly-backup --ttl 30s --wait 1m -- ./backup.sh
+
+`
+
+// quietLogger drops go-redis's log lines (refused dials to a node that is
+// down are expected, and reported through the lock's errors).
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+func main() {
+	redis.SetLogger(quietLogger{})
+	os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// run dispatches to a command and returns the exit code.
+func run(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage+exitCodesHelp)
+		return exitUsage
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "run":
+		return cmdRun(ctx, rest, env, stdout, stderr)
+	case "status":
+		return cmdStatus(ctx, rest, env, stdout, stderr)
+	case "demo":
+		return cmdDemo(ctx, rest, stdout, stderr)
+	case "chaos":
+		return cmdChaos(ctx, rest, stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, version())
+		return exitOK
+	case "help", "-h", "--help", "-help":
+		if len(rest) > 0 && rest[0] != "help" {
+			// Each command prints its own usage for -h.
+			return run(ctx, []string{rest[0], "-h"}, env, stdout, stdout)
+		}
+		fmt.Fprint(stdout, usage+exitCodesHelp)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "redlock: unknown command %q\nRun 'redlock help' for usage.\n", cmd)
+	return exitUsage
+}
+
+// version describes the build: module version and VCS revision when known.
+func version() string {
+	v, rev := "(devel)", ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				rev = " " + s.Value[:12]
+			}
+		}
+	}
+	return fmt.Sprintf("redlock %s%s %s %s/%s", v, rev, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/seed543a70bd/redlock/internal/redisnode"
+	"github.com/seed543a70bd/redlock/internal/redistest"
+)
+
+// The redlock binary, for the tests that need a real process (signals,
+// concurrent runs). It is built on first use, so that fuzzing and the
+// in-process tests do not pay for it.
+var (
+	binOnce sync.Once
+	binDir  string
+	binPath string
+	binErr  error
+)
+
+// redlockBin builds the binary once (go build -o DIR/redlock .) and returns
+// its path.
+func redlockBin(t testing.TB) string {
+	t.Helper()
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "redlock-cli-*"); binErr != nil {
+			return
+		}
+		path := filepath.Join(binDir, "redlock")
+		out, err := exec.Command("go", "build", "-o", path, ".").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		binPath = path
+	})
+	if binErr != nil {
+		t.Fatalf("building redlock: %v", binErr)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	// Tests kill nodes on purpose; go-redis would log every refused dial.
+	redis.SetLogger(quietLogger{})
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	if code == 0 {
+		// No goroutine of run, status or demo outlives the call.
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+var keySeq atomic.Int64
+
+// testKey returns a key unique to this test run.
+func testKey(t testing.TB) string {
+	return fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), keySeq.Add(1))
+}
+
+// cluster starts n nodes and returns them, a client for each, and their
+// URLs as --nodes wants them.
+func cluster(t testing.TB, n int) ([]*redisnode.Node, []redis.UniversalClient, string) {
+	t.Helper()
+	nodes := redistest.Nodes(t, n)
+	urls := make([]string, n)
+	for i, nd := range nodes {
+		urls[i] = "redis://" + nd.Addr()
+	}
+	return nodes, redistest.Clients(t, nodes), strings.Join(urls, ",")
+}
+
+// result is what an in-process run returned.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// cli runs the redlock command line in-process, bounded by 30s, with env
+// as the environment seen for REDLOCK_NODES.
+func cli(t testing.TB, env map[string]string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := run(ctx, args, func(k string) string { return env[k] }, &out, &errb)
+	if ctx.Err() != nil {
+		t.Fatalf("redlock %s: did not finish within 30s; stderr:\n%s", strings.Join(args, " "), errb.String())
+	}
+	return result{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+// cliAsync starts cli in a goroutine; the channel yields its result.
+func cliAsync(t testing.TB, env map[string]string, args ...string) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var out, errb bytes.Buffer
+		code := run(ctx, args, func(k string) string { return env[k] }, &out, &errb)
+		ch <- result{code: code, stdout: out.String(), stderr: errb.String()}
+	}()
+	return ch
+}
+
+// await returns the result from ch, failing the test after d.
+func await(t testing.TB, ch <-chan result, d time.Duration) result {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(d):
+		t.Fatalf("redlock did not return within %v", d)
+		return result{}
+	}
+}
+
+// eventually polls cond every 10ms until it holds, failing after wait.
+func eventually(t testing.TB, wait time.Duration, cond func() bool, format string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: "+format, append([]any{wait}, args...)...)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitFile waits up to d for path to exist and returns its content.
+func waitFile(t testing.TB, path string, d time.Duration) string {
+	t.Helper()
+	var b []byte
+	eventually(t, d, func() bool {
+		var err error
+		b, err = os.ReadFile(path)
+		return err == nil && len(b) > 0
+	}, "want file %s, got none", path)
+	return string(b)
+}
+
+// get returns key's value on c, "" when absent.
+func get(t testing.TB, c redis.UniversalClient, key string) string {
+	t.Helper()
+	v, err := c.Get(context.Background(), key).Result()
+	if err == redis.Nil {
+		return ""
+	}
+	if err != nil {
+		t.Fatalf("GET %s: %v", key, err)
+	}
+	return v
+}

@@ -1,0 +1,464 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seed543a70bd/redlock"
+)
+
+// A real command runs under the lock, sees REDLOCK_KEY, and its exit code
+// passes through; the lock is released afterwards. Nodes come from
+// REDLOCK_NODES.
+func TestRunExitCodePassesThrough(t *testing.T) {
+	_, clients, urls := cluster(t, 3)
+	key := testKey(t)
+	env := map[string]string{envNodes: urls}
+	for _, code := range []int{0, 7} {
+		script := `test "$REDLOCK_KEY" = "` + key + `" || exit 99; echo ran; exit ` + strconv.Itoa(code)
+		r := cli(t, env, "run", "--key", key, "--ttl", "2s", "--", "sh", "-c", script)
+		if r.code != code {
+			t.Fatalf("want exit %d, got %d; stderr:\n%s", code, r.code, r.stderr)
+		}
+		if r.stdout != "ran\n" {
+			t.Errorf("want the command's output, got %q", r.stdout)
+		}
+		released(t, clients, key, len(clients))
+	}
+	r := cli(t, env, "run", "--foreground", "--key", key, "--", "sh", "-c", "exit 3")
+	if r.code != 3 {
+		t.Errorf("--foreground: want exit 3, got %d; stderr:\n%s", r.code, r.stderr)
+	}
+	r = cli(t, env, "run", "--key", key, "--", "sh", "-c", "kill -TERM $$")
+	if want := exitSignal + int(syscall.SIGTERM); r.code != want {
+		t.Errorf("command killed by SIGTERM: want exit %d, got %d", want, r.code)
+	}
+	r = cli(t, env, "run", "--key", key, "--", "no-such-command-for-redlock")
+	if r.code != exitNotFound || !strings.Contains(r.stderr, "no-such-command-for-redlock") {
+		t.Errorf("missing command: want exit %d naming it, got %d:\n%s", exitNotFound, r.code, r.stderr)
+	}
+	released(t, clients, key, len(clients))
+}
+
+// A lock held by someone else is not obtained within --wait: exit 75.
+func TestRunNotObtained(t *testing.T) {
+	_, clients, urls := cluster(t, 3)
+	key := testKey(t)
+	c, err := redlock.New(clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.TryLock(context.Background(), key, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Unlock(context.Background()) }()
+	for _, wait := range []string{"0", "200ms"} {
+		start := time.Now()
+		r := cli(t, nil, "run", "--nodes", urls, "--key", key, "--wait", wait, "--", "sh", "-c", "echo ran")
+		if r.code != exitNotObtained || r.stdout != "" {
+			t.Fatalf("--wait %s: want exit %d and no command run, got %d, %q; stderr:\n%s", wait, exitNotObtained, r.code, r.stdout, r.stderr)
+		}
+		if !strings.Contains(r.stderr, "not obtained") || !strings.Contains(r.stderr, "taken") {
+			t.Errorf("--wait %s: want the reason and per-node results, got:\n%s", wait, r.stderr)
+		}
+		if el := time.Since(start); el > 3*time.Second {
+			t.Errorf("--wait %s: want a prompt return, took %v", wait, el)
+		}
+	}
+}
+
+// Concurrent `redlock run` processes on one key serialize: the windows of
+// their commands never overlap. The commands hold the lock for longer than
+// half the TTL, so the lock is also extended on the way.
+func TestRunSerializes(t *testing.T) {
+	_, _, urls := cluster(t, 3)
+	key := testKey(t)
+	log := filepath.Join(t.TempDir(), "log")
+	const procs = 3
+	script := `echo "start $$" >>"$1"; sleep 1.1; echo "end $$" >>"$1"`
+	bin := redlockBin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, procs)
+	out := make([][]byte, procs)
+	for i := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.CommandContext(ctx, bin, "run", "--nodes", urls, "--key", key, "--ttl", "2s", "--", "sh", "-c", script, "sh", log)
+			out[i], errs[i] = cmd.CombinedOutput()
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("run %d: %v; output:\n%s", i, err, out[i])
+		}
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 2*procs {
+		t.Fatalf("want %d lines, got:\n%s", 2*procs, b)
+	}
+	for i := 0; i < len(lines); i += 2 {
+		pid, ok := strings.CutPrefix(lines[i], "start ")
+		if !ok || lines[i+1] != "end "+pid {
+			t.Fatalf("want each start followed by its own end (no overlap), got:\n%s", b)
+		}
+	}
+}
+
+// A node killed while the command runs does not break it: the lock is
+// still extended by the other nodes, past its TTL, and the command's exit
+// code passes through.
+func TestRunSurvivesNodeKill(t *testing.T) {
+	nodes, clients, urls := cluster(t, 5)
+	key := testKey(t)
+	dir := t.TempDir()
+	started, goFile := filepath.Join(dir, "started"), filepath.Join(dir, "go")
+	script := `echo yes >"$1"; while [ ! -f "$2" ]; do sleep 0.02; done; exit 4`
+	res := cliAsync(t, nil, "run", "--nodes", urls, "--key", key, "--ttl", "2s", "--", "sh", "-c", script, "sh", started, goFile)
+	waitFile(t, started, 10*time.Second)
+	// Kill a node that holds the key, unless the holder has no more than
+	// a bare quorum (a straggling grant may not have landed under load):
+	// Redlock then cannot lose a node it holds, so kill one it does not.
+	victim, holders := -1, 0
+	for i, c := range clients {
+		if get(t, c, key) != "" {
+			holders++
+			if victim < 0 {
+				victim = i
+			}
+		}
+	}
+	if holders < 4 {
+		for i, c := range clients {
+			if get(t, c, key) == "" {
+				victim = i
+				break
+			}
+		}
+	}
+	if err := nodes[victim].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	live := append(append([]redis.UniversalClient(nil), clients[:victim]...), clients[victim+1:]...)
+	// Wait for two extensions after the kill: each time, the PTTL on the
+	// live nodes that hold the key jumps back up.
+	ctx := context.Background()
+	for range 2 {
+		low := make([]time.Duration, len(clients))
+		for i := range low {
+			low[i] = time.Hour
+		}
+		eventually(t, 5*time.Second, func() bool {
+			select {
+			case r := <-res:
+				t.Fatalf("redlock run ended early: exit %d; stderr:\n%s", r.code, r.stderr)
+			default:
+			}
+			for i, c := range live {
+				p := c.PTTL(ctx, key).Val()
+				if p > 0 && p > low[i]+300*time.Millisecond {
+					return true
+				}
+				if p > 0 {
+					low[i] = min(low[i], p)
+				}
+			}
+			return false
+		}, "want the lock extended after node %d was killed", victim+1)
+	}
+	if err := os.WriteFile(goFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := await(t, res, 10*time.Second)
+	if r.code != 4 {
+		t.Fatalf("want the command's exit code 4, got %d; stderr:\n%s", r.code, r.stderr)
+	}
+	released(t, live, key, len(live))
+}
+
+// A lock lost because a majority of nodes died terminates the command:
+// SIGTERM to its process group, then SIGKILL after --grace; exit 70.
+func TestRunLockLost(t *testing.T) {
+	cases := []struct {
+		name   string
+		script string // $1: marker file written once running; $2: file for the TERM trap
+		grace  string
+		term   bool // the command sees SIGTERM and exits by itself
+	}{
+		{"command exits on SIGTERM", `trap 'echo term >"$2"; exit 3' TERM; echo $$ >"$1"; while :; do sleep 0.05; done`, "10s", true},
+		{"command ignores SIGTERM", `trap '' TERM; echo $$ >"$1"; while :; do sleep 0.05; done`, "300ms", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes, _, urls := cluster(t, 3)
+			key := testKey(t)
+			dir := t.TempDir()
+			started, termed := filepath.Join(dir, "started"), filepath.Join(dir, "term")
+			res := cliAsync(t, nil, "run", "--nodes", urls, "--key", key, "--ttl", "1s", "--grace", tc.grace,
+				"--", "sh", "-c", tc.script, "sh", started, termed)
+			pid, err := strconv.Atoi(strings.TrimSpace(waitFile(t, started, 10*time.Second)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			killedAt := time.Now()
+			for _, n := range nodes[:2] {
+				if err := n.Kill(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := await(t, res, 15*time.Second)
+			if r.code != exitLockLost {
+				t.Fatalf("want exit %d (lock lost), got %d; stderr:\n%s", exitLockLost, r.code, r.stderr)
+			}
+			if !strings.Contains(r.stderr, "lost") {
+				t.Errorf("want stderr to say the lock was lost, got:\n%s", r.stderr)
+			}
+			if el := time.Since(killedAt); el > 10*time.Second {
+				t.Errorf("want the command ended within the TTL plus grace, took %v", el)
+			}
+			_, err = os.Stat(termed)
+			if got := err == nil; got != tc.term {
+				t.Errorf("want the TERM trap run = %v, got %v", tc.term, got)
+			}
+			// Nothing of the command's process group is left running.
+			eventually(t, 2*time.Second, func() bool { return len(liveInGroup(t, pid)) == 0 },
+				"want the command's process group gone, got processes %v", liveInGroup(t, pid))
+		})
+	}
+}
+
+// SIGINT and SIGTERM sent to redlock reach the command, whose exit code
+// passes through; a signal while waiting for the lock ends the wait.
+func TestRunForwardsSignals(t *testing.T) {
+	_, clients, urls := cluster(t, 3)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			key := testKey(t)
+			ready := filepath.Join(t.TempDir(), "ready")
+			script := `trap 'exit 5' ` + strings.TrimPrefix(sigName(sig), "SIG") + `; echo $$ >"$1"; while :; do sleep 0.05; done`
+			cmd := exec.Command(redlockBin(t), "run", "--nodes", urls, "--key", key, "--", "sh", "-c", script, "sh", ready)
+			out := startProc(t, cmd)
+			waitFile(t, ready, 10*time.Second)
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			if code := waitProc(t, cmd, out); code != 5 {
+				t.Fatalf("want the command's trap exit code 5, got %d; output:\n%s", code, out)
+			}
+			// The process exits once a quorum released (Unlock returns
+			// then); the other nodes may keep the key until its TTL.
+			released(t, clients, key, 2)
+		})
+	}
+	t.Run("while waiting", func(t *testing.T) {
+		key := testKey(t)
+		c, err := redlock.New(clients)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := c.TryLock(context.Background(), key, 20*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = l.Unlock(context.Background()) }()
+		before := connections(t, clients[0])
+		cmd := exec.Command(redlockBin(t), "run", "--nodes", urls, "--key", key, "--", "true")
+		out := startProc(t, cmd)
+		// Waiting means connected to the nodes and retrying.
+		eventually(t, 10*time.Second, func() bool { return connections(t, clients[0]) > before },
+			"want redlock run connected to node 1")
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		want := exitSignal + int(syscall.SIGTERM)
+		if code := waitProc(t, cmd, out); code != want {
+			t.Fatalf("want exit %d, got %d; output:\n%s", want, code, out)
+		}
+	})
+}
+
+// released waits until at least n of the nodes no longer hold key.
+func released(t *testing.T, clients []redis.UniversalClient, key string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		free := 0
+		var held strings.Builder
+		for i, c := range clients {
+			if v := get(t, c, key); v == "" {
+				free++
+			} else {
+				fmt.Fprintf(&held, " node %d: %s;", i+1, v)
+			}
+		}
+		if free >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 5s: want %q released on %d nodes, got %d; held on%s", key, n, free, held.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// liveInGroup returns the processes of group pgid that are not zombies
+// (in a container, nobody may reap orphaned zombies). It reads /proc and
+// skips the test where there is none.
+func liveInGroup(t *testing.T, pgid int) []int {
+	t.Helper()
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil || len(stats) == 0 {
+		t.Skip("no /proc to list process groups")
+	}
+	var live []int
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // exited meanwhile
+		}
+		// pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
+		i := strings.LastIndexByte(string(b), ')')
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 3 || f[2] != strconv.Itoa(pgid) || f[0] == "Z" {
+			continue
+		}
+		pid, _ := strconv.Atoi(strings.Fields(string(b))[0])
+		live = append(live, pid)
+	}
+	return live
+}
+
+func sigName(s syscall.Signal) string {
+	if s == syscall.SIGINT {
+		return "INT"
+	}
+	return "TERM"
+}
+
+// lockedBuffer is an io.Writer safe for a process's output and the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// startProc starts cmd, collecting its output; it is killed if the test
+// ends first.
+func startProc(t *testing.T, cmd *exec.Cmd) *lockedBuffer {
+	t.Helper()
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.WaitDelay = time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	return out
+}
+
+// waitProc waits up to 10s for cmd and returns its exit code.
+func waitProc(t *testing.T, cmd *exec.Cmd, out *lockedBuffer) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+		return cmd.ProcessState.ExitCode()
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("redlock did not exit within 10s; output:\n%s", out)
+		return -1
+	}
+}
+
+// connections returns how many clients are connected to c's node.
+func connections(t *testing.T, c redis.UniversalClient) int {
+	t.Helper()
+	list, err := c.ClientList(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(list, "\n")
+}
+
+// --multi needs every node: with one of three down it cannot lock, where
+// the quorum default can.
+func TestRunMulti(t *testing.T) {
+	nodes, clients, urls := cluster(t, 3)
+	key := testKey(t)
+	r := cli(t, nil, "run", "--multi", "--nodes", urls, "--key", key, "--wait", "0", "--", "sh", "-c", "exit 6")
+	if r.code != 6 {
+		t.Fatalf("every node up: want the command's exit 6, got %d; stderr:\n%s", r.code, r.stderr)
+	}
+	released(t, clients, key, 3)
+	if err := nodes[2].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	r = cli(t, nil, "run", "--multi", "--nodes", urls, "--key", key, "--wait", "0", "--", "true")
+	if r.code != exitNotObtained {
+		t.Fatalf("a node down: want exit %d, got %d; stderr:\n%s", exitNotObtained, r.code, r.stderr)
+	}
+	r = cli(t, nil, "run", "--nodes", urls, "--key", key, "--wait", "0", "--", "true")
+	if r.code != exitOK {
+		t.Fatalf("a node down, quorum: want exit 0, got %d; stderr:\n%s", r.code, r.stderr)
+	}
+}
+
+// --fence passes an increasing fencing token in REDLOCK_FENCE, and status
+// shows the counter.
+func TestRunFence(t *testing.T) {
+	_, _, urls := cluster(t, 3)
+	key := testKey(t)
+	var fences []int
+	for range 2 {
+		r := cli(t, nil, "run", "--fence", "--nodes", urls, "--key", key, "--", "sh", "-c", `echo "$REDLOCK_FENCE"`)
+		f, err := strconv.Atoi(strings.TrimSpace(r.stdout))
+		if r.code != exitOK || err != nil || f <= 0 {
+			t.Fatalf("want exit 0 and a positive REDLOCK_FENCE, got %d, %q; stderr:\n%s", r.code, r.stdout, r.stderr)
+		}
+		fences = append(fences, f)
+	}
+	if fences[1] <= fences[0] {
+		t.Fatalf("want increasing fences, got %v", fences)
+	}
+	r := cli(t, nil, "status", "--nodes", urls, "--key", key)
+	if want := strconv.Itoa(fences[1]); !strings.Contains(r.stdout, "  "+want+"\n") {
+		t.Errorf("status: want the fence counter %s, got:\n%s", want, r.stdout)
+	}
+}

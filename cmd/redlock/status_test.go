@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seed543a70bd/redlock"
+)
+
+// status shows, per node, reachability, the holder's token prefix, the
+// PTTL and the fence counter; it exits 69 once a node is down.
+func TestStatus(t *testing.T) {
+	nodes, clients, urls := cluster(t, 3)
+	key := testKey(t)
+	ctx := context.Background()
+
+	r := cli(t, nil, "status", "--nodes", urls, "--key", key)
+	if r.code != exitOK || !strings.Contains(r.stdout, "is free on every reachable node") {
+		t.Fatalf("free key: want exit 0 and \"free\", got %d:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	c, err := redlock.New(clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.TryLock(ctx, key, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Unlock(ctx) }()
+	for _, cl := range clients[:2] {
+		if err := cl.Set(ctx, redlock.FenceKey(key), 42, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 5*time.Second, func() bool { return get(t, clients[2], key) != "" }, "want the key on every node")
+
+	r = cli(t, nil, "status", "--nodes", urls, "--key", key)
+	if r.code != exitOK {
+		t.Fatalf("held key: want exit 0, got %d:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	prefix := l.Token()[:tokenPrefix]
+	lines := strings.Split(r.stdout, "\n")
+	if !strings.HasPrefix(lines[0], "NODE") || len(lines) < 4 {
+		t.Fatalf("want a table, got:\n%s", r.stdout)
+	}
+	for i, line := range lines[1:4] {
+		f := strings.Fields(line)
+		if len(f) != 5 || f[1] != "yes" || f[2] != prefix {
+			t.Fatalf("node %d: want reachable, holder %s, got %q", i+1, prefix, line)
+		}
+		if d, err := time.ParseDuration(f[3]); err != nil || d <= 0 || d > 20*time.Second {
+			t.Errorf("node %d: want a PTTL in (0, 20s], got %q", i+1, f[3])
+		}
+		want := "42"
+		if i == 2 {
+			want = "-"
+		}
+		if f[4] != want {
+			t.Errorf("node %d: want fence %s, got %q", i+1, want, f[4])
+		}
+	}
+	if !strings.Contains(r.stdout, "is held by "+prefix+" on 3 of 3 nodes") {
+		t.Errorf("want a summary naming the holder, got:\n%s", r.stdout)
+	}
+
+	if err := nodes[1].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	r = cli(t, nil, "status", "--nodes", urls, "--key", key, "--timeout", "500ms")
+	if r.code != exitUnavailable {
+		t.Fatalf("node down: want exit %d, got %d:\n%s", exitUnavailable, r.code, r.stdout)
+	}
+	if f := strings.Fields(strings.Split(r.stdout, "\n")[2]); len(f) < 2 || f[1] != "no" || !strings.Contains(r.stdout, "node 2 (redis://"+nodes[1].Addr()+"): ") {
+		t.Errorf("node down: want node 2 unreachable, with the reason, got:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stdout, "2 of 3 nodes reachable") || !strings.Contains(r.stdout, "held by "+prefix+" on 2 of 3") {
+		t.Errorf("node down: want the holder still on a quorum, got:\n%s", r.stdout)
+	}
+}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// Bad flags and bad URLs are usage errors (64) whose message names the
+// problem. None of these reach a node.
+func TestUsageErrors(t *testing.T) {
+	nodes := map[string]string{envNodes: "redis://127.0.0.1:1,redis://127.0.0.1:2,redis://127.0.0.1:3"}
+	cases := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want []string
+	}{
+		{"no command", nil, nil, []string{"Usage: redlock <command>"}},
+		{"unknown command", nil, []string{"lock"}, []string{`unknown command "lock"`}},
+		{"run: unknown flag", nodes, []string{"run", "--key", "k", "--bogus", "--", "true"}, []string{"flag provided but not defined: -bogus", "redlock run -h"}},
+		{"run: no key", nodes, []string{"run", "--", "true"}, []string{"--key is required"}},
+		{"run: no command", nodes, []string{"run", "--key", "k"}, []string{"no command"}},
+		{"run: no nodes", nil, []string{"run", "--key", "k", "--", "true"}, []string{"no nodes", envNodes}},
+		{"run: bad ttl", nodes, []string{"run", "--key", "k", "--ttl", "soon", "--", "true"}, []string{`invalid value "soon" for flag -ttl`}},
+		{"run: negative ttl", nodes, []string{"run", "--key", "k", "--ttl", "-1s", "--", "true"}, []string{"--ttl -1s is not positive"}},
+		{"run: ttl too short", nodes, []string{"run", "--key", "k", "--ttl", "1ms", "--", "true"}, []string{"ttl 1ms leaves no validity"}},
+		{"run: negative wait", nodes, []string{"run", "--key", "k", "--wait", "-1s", "--", "true"}, []string{`invalid value "-1s" for flag -wait: negative`}},
+		{"run: bad wait", nodes, []string{"run", "--key", "k", "--wait", "forever", "--", "true"}, []string{`flag -wait: not a duration`}},
+		{"run: negative grace", nodes, []string{"run", "--key", "k", "--grace", "-1s", "--", "true"}, []string{"--grace -1s is negative"}},
+		{"run: bad scheme", nil, []string{"run", "--nodes", "http://h:1", "--key", "k", "--", "true"}, []string{`"http://h:1"`, `scheme "http"`}},
+		{"run: no scheme", nil, []string{"run", "--nodes", "redis://h:1,h:2", "--key", "k", "--", "true"}, []string{`node 2 "h:2"`, "no scheme"}},
+		{"run: duplicate", nil, []string{"run", "--nodes", "redis://h:1,redis://h:1", "--key", "k", "--", "true"}, []string{`node 2 "redis://h:1" is node 1 again`}},
+		{"run: password redacted", nil, []string{"run", "--nodes", "redis://u:hunter2@h:1/db", "--key", "k", "--", "true"}, []string{`"redis://u:xxxxx@h:1/db"`, "invalid database number"}},
+		{"run: bad env", map[string]string{envNodes: "redis://h:1,"}, []string{"run", "--key", "k", "--", "true"}, []string{envNodes, "node 2 of 2 is empty"}},
+		{"status: no key", nodes, []string{"status"}, []string{"--key is required"}},
+		{"status: bad url", nil, []string{"status", "--nodes", "redis://h:99999999", "--key", "k"}, []string{`"redis://h:99999999"`, "port 99999999 is not in 1..65535"}},
+		{"status: extra argument", nodes, []string{"status", "--key", "k", "extra"}, []string{`unexpected argument "extra"`}},
+		{"demo: one worker", nil, []string{"demo", "--workers", "1"}, []string{"--workers 1"}},
+		{"demo: unknown flag", nil, []string{"demo", "--nodes", "redis://h:1"}, []string{"flag provided but not defined: -nodes"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := cli(t, tc.env, tc.args...)
+			if r.code != exitUsage {
+				t.Fatalf("want exit %d, got %d; stderr:\n%s", exitUsage, r.code, r.stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("want stderr containing %q, got:\n%s", w, r.stderr)
+				}
+			}
+			if strings.Contains(r.stderr, "hunter2") {
+				t.Errorf("want the password redacted, got:\n%s", r.stderr)
+			}
+		})
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	r := cli(t, nil, "help")
+	if r.code != exitOK {
+		t.Fatalf("help: want exit 0, got %d", r.code)
+	}
+	for _, w := range []string{"run", "status", "demo", "chaos", "Exit codes:", "64", "70", "75", envNodes, "rediss://"} {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("help: want %q in the output, got:\n%s", w, r.stdout)
+		}
+	}
+	for _, cmd := range []string{"run", "status", "demo"} {
+		r := cli(t, nil, "help", cmd)
+		if r.code != exitOK || !strings.Contains(r.stdout, "Usage: redlock "+cmd) || !strings.Contains(r.stdout, "-key") && cmd != "demo" {
+			t.Errorf("help %s: want exit 0 and the command's usage with its flags, got %d:\n%s", cmd, r.code, r.stdout)
+		}
+	}
+	r = cli(t, nil, "run", "-h")
+	if r.code != exitOK || !strings.Contains(r.stderr, "-grace duration") {
+		t.Errorf("run -h: want exit 0 and the flags, got %d:\n%s", r.code, r.stderr)
+	}
+	r = cli(t, nil, "version")
+	if r.code != exitOK || !strings.HasPrefix(r.stdout, "redlock ") {
+		t.Errorf("version: want exit 0 and a version, got %d: %q", r.code, r.stdout)
+	}
+}
