@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	redsyncredis "github.com/go-redsync/redsync/v4/redis"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seed543a70bd/redlock"
+)
+
+// ttl is the lease every implementation asks for.
+const ttl = 10 * time.Second
+
+var errNotOK = errors.New("not obtained or not released")
+
+// impl is one way to take and release a lock.
+type impl struct {
+	name string
+	// cycle takes key and releases it once; it is the measured operation.
+	cycle func(ctx context.Context, key string) error
+	// lock blocks (retrying) until key is held and returns its release.
+	// nil for the raw floors, which have no waiting.
+	lock func(ctx context.Context, key string) (func(context.Context) error, error)
+}
+
+// maker builds an impl over go-redis clients (one per node; single-node
+// impls use the first).
+type maker struct {
+	name  string
+	nodes int
+	new   func(name string, cs []redis.UniversalClient) (impl, error)
+}
+
+// locker is what the suite needs of our Client (and of a MultiLock).
+type locker interface {
+	Lock(ctx context.Context, key string, ttl time.Duration, opts ...redlock.Option) (*redlock.Lock, error)
+}
+
+var _ locker = (*redlock.Client)(nil)
+
+// ours is this library's Client with opts.
+func ours(name string, opts ...redlock.Option) maker {
+	return oursFrom(name, func(cs []redis.UniversalClient) (locker, error) {
+		return redlock.New(cs, opts...)
+	})
+}
+
+// oursFrom is our lock built by build (New, or a variant such as MultiLock).
+func oursFrom(name string, build func([]redis.UniversalClient) (locker, error)) maker {
+	return maker{name: name, nodes: 5, new: func(name string, cs []redis.UniversalClient) (impl, error) {
+		c, err := build(cs)
+		if err != nil {
+			return impl{}, err
+		}
+		return impl{
+			name: name,
+			cycle: func(ctx context.Context, key string) error {
+				l, err := c.Lock(ctx, key, ttl)
+				if err != nil {
+					return err
+				}
+				return l.Unlock(ctx)
+			},
+			lock: func(ctx context.Context, key string) (func(context.Context) error, error) {
+				l, err := c.Lock(ctx, key, ttl)
+				if err != nil {
+					return nil, err
+				}
+				return l.Unlock, nil
+			},
+		}, nil
+	}}
+}
+
+// redsyncImpl is go-redsync/redsync v4 over the go-redis v9 adapter, one
+// NewMutex per lock as its README shows.
+func redsyncImpl(name string, opts ...redsync.Option) maker {
+	return maker{name: name, nodes: 5, new: func(name string, cs []redis.UniversalClient) (impl, error) {
+		pools := make([]redsyncredis.Pool, len(cs))
+		for i, c := range cs {
+			pools[i] = goredis.NewPool(c)
+		}
+		rs := redsync.New(pools...)
+		all := append([]redsync.Option{redsync.WithExpiry(ttl)}, opts...)
+		unlock := func(m *redsync.Mutex) func(context.Context) error {
+			return func(ctx context.Context) error {
+				ok, err := m.UnlockContext(ctx)
+				if err == nil && !ok {
+					err = errNotOK
+				}
+				return err
+			}
+		}
+		return impl{
+			name: name,
+			cycle: func(ctx context.Context, key string) error {
+				m := rs.NewMutex(key, all...)
+				if err := m.LockContext(ctx); err != nil {
+					return err
+				}
+				ok, err := m.UnlockContext(ctx)
+				if err == nil && !ok {
+					err = errNotOK
+				}
+				return err
+			},
+			lock: func(ctx context.Context, key string) (func(context.Context) error, error) {
+				m := rs.NewMutex(key, all...)
+				if err := m.LockContext(ctx); err != nil {
+					return nil, err
+				}
+				return unlock(m), nil
+			},
+		}, nil
+	}}
+}
+
+// redislockImpl is bsm/redislock on the first node: the single-node reference.
+func redislockImpl(name string) maker {
+	return maker{name: name, nodes: 1, new: func(name string, cs []redis.UniversalClient) (impl, error) {
+		c := redislock.New(cs[0])
+		return impl{name: name, cycle: func(ctx context.Context, key string) error {
+			l, err := c.Obtain(ctx, key, ttl, nil)
+			if err != nil {
+				return err
+			}
+			return l.Release(ctx)
+		}}, nil
+	}}
+}
+
+const floorToken = "bench-floor-token-0123456789abcdef"
+
+// floorOne is the raw floor: SET NX PX then DEL on one node.
+func floorOne(name string) maker {
+	return maker{name: name, nodes: 1, new: func(name string, cs []redis.UniversalClient) (impl, error) {
+		c := cs[0]
+		return impl{name: name, cycle: func(ctx context.Context, key string) error {
+			ok, err := c.SetNX(ctx, key, floorToken, ttl).Result()
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return errNotOK
+			}
+			return c.Del(ctx, key).Err()
+		}}, nil
+	}}
+}
+
+// floorParallel is the raw floor on every node: SET NX PX on all nodes in
+// parallel, wait for all, then DEL on all in parallel, wait for all.
+func floorParallel(name string) maker {
+	return maker{name: name, nodes: 5, new: func(name string, cs []redis.UniversalClient) (impl, error) {
+		each := func(f func(c redis.UniversalClient) error) error {
+			errs := make([]error, len(cs))
+			var wg sync.WaitGroup
+			for i, c := range cs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs[i] = f(c)
+				}()
+			}
+			wg.Wait()
+			return errors.Join(errs...)
+		}
+		return impl{name: name, cycle: func(ctx context.Context, key string) error {
+			err := each(func(c redis.UniversalClient) error {
+				ok, err := c.SetNX(ctx, key, floorToken, ttl).Result()
+				if err == nil && !ok {
+					err = errNotOK
+				}
+				return err
+			})
+			return errors.Join(err, each(func(c redis.UniversalClient) error {
+				return c.Del(ctx, key).Err()
+			}))
+		}}, nil
+	}}
+}

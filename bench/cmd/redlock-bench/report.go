@@ -1,0 +1,214 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/seed543a70bd/redlock/bench/internal/redisproc"
+)
+
+// results is what -json writes.
+type results struct {
+	Started  time.Time `json:"started"`
+	Elapsed  string    `json:"elapsed"`
+	Command  string    `json:"command"`
+	Machine  machine   `json:"machine"`
+	Rows     []row     `json:"rows"`
+	Targets  []target  `json:"targets"`
+	AllPass  bool      `json:"all_pass"`
+	Settings settings  `json:"settings"`
+}
+
+type settings struct {
+	Nodes     int    `json:"nodes"`
+	TTL       string `json:"ttl"`
+	Iters     int    `json:"iters"`
+	Duration  string `json:"throughput_duration"`
+	Workers   int    `json:"throughput_workers"`
+	SlowDelay string `json:"slow_delay"`
+}
+
+type machine struct {
+	CPU        string `json:"cpu"`
+	NumCPU     int    `json:"num_cpu"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	OS         string `json:"os"`
+	Kernel     string `json:"kernel,omitempty"`
+	Go         string `json:"go"`
+	Redis      string `json:"redis"`
+}
+
+func thisMachine() machine {
+	m := machine{
+		CPU: "unknown", NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
+		OS: runtime.GOOS + "/" + runtime.GOARCH, Go: runtime.Version(), Redis: redisproc.Version(),
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	return m
+}
+
+func (m machine) String() string {
+	return fmt.Sprintf("%s, %d CPUs (GOMAXPROCS %d), %s %s, %s, %s", m.CPU, m.NumCPU, m.GOMAXPROCS, m.OS, m.Kernel, m.Go, m.Redis)
+}
+
+// target is one goal of the issue, or (Result "info") a reference ratio.
+type target struct {
+	Name     string  `json:"name"`
+	Basis    string  `json:"basis"`
+	Measured float64 `json:"measured,omitempty"`
+	Limit    float64 `json:"limit,omitempty"`
+	AtMost   bool    `json:"at_most"` // pass when measured <= limit; else when >=
+	Unit     string  `json:"unit"`    // "×" or "ms"
+	Result   string  `json:"result"`  // pass, FAIL, n/a, info
+}
+
+func find(rows []row, scenario, impl string) *row {
+	for i := range rows {
+		r := &rows[i]
+		if r.Scenario == scenarioTitle[scenario] && r.Impl == impl && !r.NA && r.N > 0 {
+			return r
+		}
+	}
+	return nil
+}
+
+// targets evaluates the issue's goals on rows; ratios are within this run.
+func targets(rows []row) []target {
+	p50 := func(sc, impl string) float64 {
+		if r := find(rows, sc, impl); r != nil {
+			return r.P50us
+		}
+		return 0
+	}
+	field := func(sc, impl string, f func(*row) float64) float64 {
+		if r := find(rows, sc, impl); r != nil {
+			return f(r)
+		}
+		return 0
+	}
+	ratio := func(a, b float64) float64 {
+		if a == 0 || b == 0 {
+			return 0
+		}
+		return a / b
+	}
+	allocs := func(r *row) float64 { return r.AllocsPerOp }
+	ops := func(r *row) float64 { return r.OpsPerSec }
+	out := []target{
+		{Name: "uncontended p50 vs 5-node floor", Basis: "redlock / floor 5 parallel",
+			Measured: ratio(p50(scUncontended, implOurs), p50(scUncontended, implFloor5)), Limit: 1.15, AtMost: true, Unit: "×"},
+		{Name: "uncontended p50 vs redsync", Basis: "redlock / redsync",
+			Measured: ratio(p50(scUncontended, implOurs), p50(scUncontended, implRedsync)), Limit: 0.8, AtMost: true, Unit: "×"},
+		{Name: "one slow node p50 vs own unfaulted", Basis: "redlock slow / redlock uncontended",
+			Measured: ratio(p50(scSlow, implOurs), p50(scUncontended, implOurs)), Limit: 1.3, AtMost: true, Unit: "×"},
+		{Name: "hand-off p50", Basis: "redlock, default retry",
+			Measured: p50(scHandoff, implOurs) / 1000, Limit: 1, AtMost: true, Unit: "ms"},
+		{Name: "throughput vs redsync", Basis: "redlock / redsync, ops/s",
+			Measured: ratio(field(scThroughput, implOurs, ops), field(scThroughput, implRedsync, ops)), Limit: 1.5, Unit: "×"},
+		{Name: "allocs/op vs redsync", Basis: "redlock / redsync",
+			Measured: ratio(field(scUncontended, implOurs, allocs), field(scUncontended, implRedsync, allocs)), Limit: 0.6, AtMost: true, Unit: "×"},
+	}
+	for i := range out {
+		t := &out[i]
+		switch {
+		case t.Measured == 0:
+			t.Result = "n/a"
+		case t.AtMost && t.Measured <= t.Limit, !t.AtMost && t.Measured >= t.Limit:
+			t.Result = "pass"
+		default:
+			t.Result = "FAIL"
+		}
+	}
+	info := func(name, basis string, v float64, unit string) {
+		t := target{Name: name, Basis: basis, Measured: v, Unit: unit, Result: "info"}
+		if v == 0 {
+			t.Result = "n/a"
+		}
+		out = append(out, t)
+	}
+	info("redsync p50 vs 5-node floor (ref ≈ 1.45×)", "redsync / floor 5 parallel",
+		ratio(p50(scUncontended, implRedsync), p50(scUncontended, implFloor5)), "×")
+	info("redsync slow node (ref ≈ 94×)", "redsync slow / redsync uncontended",
+		ratio(p50(scSlow, implRedsync), p50(scUncontended, implRedsync)), "×")
+	info("hand-off p50, 10 ms retry", "redlock WithRetryDelay(10ms)", p50(scHandoff, implOursRetry10)/1000, "ms")
+	info("hand-off p50, redsync default (ref ≈ 150 ms)", "redsync", p50(scHandoff, implRedsync)/1000, "ms")
+	info("fencing on vs off, p50", "fencing on / off",
+		ratio(p50(scFencing, implFencingOn), p50(scFencing, implFencingOff)), "×")
+	info("MultiLock vs quorum, p50", "MultiLock / quorum",
+		ratio(p50(scMultiLock, implMultiLock), p50(scMultiLock, implQuorum)), "×")
+	return out
+}
+
+func markdown(w io.Writer, res *results) {
+	fmt.Fprintf(w, "Machine: %s.  \nCommand: `%s` (%s).\n\n", res.Machine, res.Command, res.Elapsed)
+	fmt.Fprintln(w, "| scenario | implementation | p50 | p90 | p99 | cycles/s | allocs/op | B/op | n | errors |")
+	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+	num := func(v float64) string {
+		if v == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.0f", v)
+	}
+	for _, r := range res.Rows {
+		if r.NA {
+			fmt.Fprintf(w, "| %s | %s | n/a | n/a | n/a | n/a | n/a | n/a | – | – |\n", r.Scenario, r.Impl)
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %d | %d |\n", r.Scenario, r.Impl,
+			fmtDur(r.P50us), fmtDur(r.P90us), fmtDur(r.P99us), num(r.OpsPerSec), num(r.AllocsPerOp), num(r.BytesPerOp), r.N, r.Errors)
+	}
+	fmt.Fprintln(w)
+	notes := false
+	for _, r := range res.Rows {
+		if r.Note != "" {
+			fmt.Fprintf(w, "- %s, %s: %s\n", r.Scenario, r.Impl, r.Note)
+			notes = true
+		}
+	}
+	if notes {
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, "| target | basis | measured | goal | result |")
+	fmt.Fprintln(w, "|---|---|--:|--:|---|")
+	for _, t := range res.Targets {
+		measured, goal := "n/a", ""
+		if t.Measured != 0 {
+			measured = fmt.Sprintf("%.2f %s", t.Measured, t.Unit)
+		}
+		if t.Limit != 0 {
+			op := "≥"
+			if t.AtMost {
+				op = "≤"
+			}
+			goal = fmt.Sprintf("%s %.2f %s", op, t.Limit, t.Unit)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", t.Name, t.Basis, measured, goal, t.Result)
+	}
+}
+
+func writeJSON(path string, res *results) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"time"
+)
+
+// row is one measured line of the results.
+type row struct {
+	Scenario    string  `json:"scenario"`
+	Impl        string  `json:"impl"`
+	N           int     `json:"n,omitempty"` // latency samples, or completed cycles for throughput
+	P50us       float64 `json:"p50_us,omitempty"`
+	P90us       float64 `json:"p90_us,omitempty"`
+	P99us       float64 `json:"p99_us,omitempty"`
+	OpsPerSec   float64 `json:"ops_per_sec,omitempty"`
+	AllocsPerOp float64 `json:"allocs_per_op,omitempty"`
+	BytesPerOp  float64 `json:"bytes_per_op,omitempty"`
+	Errors      int     `json:"errors"`
+	NA          bool    `json:"na,omitempty"` // the API does not exist yet
+	Note        string  `json:"note,omitempty"`
+}
+
+// latencies fills the percentile fields from samples.
+func (r *row) latencies(samples []time.Duration) {
+	r.N = len(samples)
+	if len(samples) == 0 {
+		return
+	}
+	slices.Sort(samples)
+	pct := func(q float64) float64 {
+		i := int(q*float64(len(samples)) + 0.5)
+		i = min(max(i-1, 0), len(samples)-1)
+		return float64(samples[i]) / float64(time.Microsecond)
+	}
+	r.P50us, r.P90us, r.P99us = pct(0.50), pct(0.90), pct(0.99)
+}
+
+// latencyOpts bounds a latency measurement.
+type latencyOpts struct {
+	warm, iters int
+	budget      time.Duration // per implementation: stop measuring after this long, whatever iters says
+	allocs      bool          // also report allocs/op and B/op
+}
+
+// blocks is how many slices the cases of one scenario are interleaved in,
+// so that a drift of the machine's state (another process, CPU frequency)
+// spreads over every implementation instead of landing on one.
+const blocks = 5
+
+// series accumulates the timed cycles of one implementation.
+type series struct {
+	im       impl
+	keys     []string
+	next     int // index of the next key
+	samples  []time.Duration
+	cycles   int
+	mallocs  uint64
+	bytes    uint64
+	errors   int
+	firstErr string
+}
+
+// warm runs up to n untimed cycles within d.
+func (s *series) warm(ctx context.Context, n int, d time.Duration) {
+	end := time.Now().Add(d)
+	for i := 0; i < n && time.Now().Before(end) && ctx.Err() == nil; i++ {
+		_ = s.im.cycle(ctx, s.keys[s.next%len(s.keys)])
+		s.next++
+	}
+}
+
+// run times up to n sequential cycles within d.
+func (s *series) run(ctx context.Context, n int, d time.Duration, allocs bool) {
+	runtime.GC()
+	var before, after runtime.MemStats
+	if allocs {
+		runtime.ReadMemStats(&before)
+	}
+	end := time.Now().Add(d)
+	done := 0
+	for ; done < n && ctx.Err() == nil; done++ {
+		t0 := time.Now()
+		if t0.After(end) {
+			break
+		}
+		err := s.im.cycle(ctx, s.keys[s.next%len(s.keys)])
+		el := time.Since(t0)
+		s.next++
+		if err != nil {
+			s.errors++
+			if s.firstErr == "" {
+				s.firstErr = err.Error()
+			}
+			continue
+		}
+		s.samples = append(s.samples, el)
+	}
+	if allocs {
+		runtime.ReadMemStats(&after)
+		s.mallocs += after.Mallocs - before.Mallocs
+		s.bytes += after.TotalAlloc - before.TotalAlloc
+	}
+	s.cycles += done
+}
+
+func (s *series) row(scenario string, allocs bool) row {
+	r := row{Scenario: scenario, Impl: s.im.name, Errors: s.errors, Note: s.firstErr}
+	if allocs && s.cycles > 0 {
+		r.AllocsPerOp = float64(s.mallocs) / float64(s.cycles)
+		r.BytesPerOp = float64(s.bytes) / float64(s.cycles)
+	}
+	r.latencies(s.samples)
+	return r
+}
+
+// fmtDur prints microseconds as µs below 10 ms, else as ms.
+func fmtDur(us float64) string {
+	switch {
+	case us == 0:
+		return "–"
+	case us < 10_000:
+		return fmt.Sprintf("%.0f µs", us)
+	default:
+		return fmt.Sprintf("%.1f ms", us/1000)
+	}
+}
