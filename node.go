@@ -23,6 +23,7 @@ type node struct {
 	runID      string      // guarded by Client.idMu
 
 	guard *nodeGuard // restart guard (guard.go); nil when off
+	pipe  pipe       // queues and batches the requests of rounds (pipe.go)
 }
 
 // failoverAddr is the placeholder address go-redis gives the clients of
@@ -71,6 +72,9 @@ func newNodes(clients []redis.UniversalClient) ([]*node, error) {
 			seen[id] = i
 		}
 		nodes[i] = &node{idx: i, c: c, addr: addrOf(c)}
+		if _, ok := c.(*redis.ClusterClient); ok {
+			nodes[i].identified.Store(true)
+		}
 	}
 	return nodes, nil
 }
@@ -85,16 +89,16 @@ func sameClient(a, b redis.UniversalClient) bool {
 	return ta == tb && ta.Comparable() && any(a) == any(b)
 }
 
-// identify reads the node's run_id once, so that one server given twice
-// under different addresses is caught before it can vote twice. A server
-// that refuses INFO (ACL) is accepted without a run_id; a network error
-// leaves the node unidentified, to be tried again on the next contact.
-func (c *Client) identify(ctx context.Context, n *node) error {
-	if _, ok := n.c.(*redis.ClusterClient); ok {
-		n.identified.Store(true)
-		return nil
-	}
-	info, err := infoServer(ctx, n.c)
+// A node is identified by its server's run_id on first contact (see
+// firstContact), so that one server given twice under different
+// addresses is caught before it can vote twice. A server that refuses
+// INFO (ACL) is accepted without a run_id; a network error leaves the
+// node unidentified, to be tried again on the next contact. A Redis
+// Cluster node is not identified: its shards have run_ids of their own.
+
+// identified records what an INFO server to n returned (info, err); see
+// above.
+func (c *Client) identified(n *node, info string, err error) error {
 	var rerr redis.Error
 	if err != nil && !errors.As(err, &rerr) {
 		return err
@@ -117,32 +121,6 @@ func (c *Client) identify(ctx context.Context, n *node) error {
 	n.runID = id
 	n.identified.Store(true)
 	return nil
-}
-
-// identifyAll identifies, concurrently, every node not yet identified,
-// each bounded by timeout, so that a duplicate is caught before the first
-// round counts votes. A node that cannot be reached now is identified on
-// a later contact (see call).
-func (c *Client) identifyAll(ctx context.Context, timeout time.Duration) {
-	var wg sync.WaitGroup
-	for _, n := range c.nodes {
-		if n.identified.Load() {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			_ = c.identify(cctx, n)
-		}()
-	}
-	waitTimeout(&wg, timeout)
-	all := true
-	for _, n := range c.nodes {
-		all = all && n.identified.Load()
-	}
-	c.allIdentified.Store(all)
 }
 
 // waitTimeout waits for wg, at most d: go-redis may not honour the

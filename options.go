@@ -80,11 +80,21 @@ func WithDriftFactor(f float64) Option {
 	}
 }
 
-// WithNodeTimeout bounds every request to one node (acquire, extend,
-// release), whether or not the go-redis client has ContextTimeoutEnabled:
-// a node that has not answered by then counts as failed and the round
-// goes on without it. Default: ttl/20 clamped to [5ms, 200ms]. d must be
-// positive, else ErrInvalid.
+// FirstContactTimeout is how long a Client's first round waits for its
+// nodes when that is longer than the per-node timeout: a first contact
+// dials (TCP, TLS, AUTH) and identifies the server (INFO), which a
+// per-node timeout of a few milliseconds would not allow on a loaded
+// machine. Later rounds wait for the per-node timeout only.
+const FirstContactTimeout = 250 * time.Millisecond
+
+// WithNodeTimeout bounds how long a round (acquire, extend, release)
+// waits for each node, whether or not the go-redis client has
+// ContextTimeoutEnabled: a node that has not answered by then counts as
+// failed and the round goes on without it. The request itself is not
+// abandoned: it runs on under the caller's context and the client's own
+// timeouts, and a late grant of a lost round is released. A client's
+// first round waits at least FirstContactTimeout. Default: ttl/20
+// clamped to [5ms, 200ms]. d must be positive, else ErrInvalid.
 func WithNodeTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {

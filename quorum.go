@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -49,31 +50,101 @@ type request struct {
 	notify bool      // release: announce it on the release channel (pubsub.go)
 	origin time.Time // validity is measured from here; zero: the round's start
 	fkeys  []string  // keys followed by their fence counters, when fenced or opFence
+
+	// Set by prepare: the script and its EVALSHA command, boxed once per
+	// round. Each node gets its own copy of the argument slice (a go-redis
+	// hook may rewrite arguments in place), all in one allocation, and a
+	// last, pristine copy is the template for EVAL.
+	script *luaScript
+	argv   []any // n+1 copies of width each
+	width  int
+}
+
+// args returns node i's command.
+func (req *request) args(i int) []any {
+	if (i+2)*req.width > len(req.argv) {
+		i = 0 // prepared for one node (a clean-up release)
+	}
+	return req.argv[i*req.width : (i+1)*req.width : (i+1)*req.width]
+}
+
+// prepare builds the request's command for n nodes: EVALSHA of its op's
+// script with its keys and arguments.
+func (req *request) prepare(n int) {
+	if (req.fenced || req.op == opFence) && req.fkeys == nil {
+		req.fkeys = fenceKeys(req.keys)
+	}
+	keys := req.keys
+	var a1, a2 any = req.token, nil
+	switch req.op {
+	case opAcquire:
+		req.script, a2 = scriptAcquire, pxMillis(req.ttl)
+		if req.fenced {
+			req.script, keys = scriptAcquireFenced, req.fkeys
+		}
+	case opExtend:
+		req.script, a2 = scriptExtend, pxMillis(req.ttl)
+	case opFence:
+		req.script, keys, a2 = scriptFence, req.fkeys, req.fence
+	default:
+		req.script = scriptRelease
+		if req.notify {
+			a2 = releasePrefix
+		}
+	}
+	w := 4 + len(keys)
+	if a2 != nil {
+		w++
+	}
+	all := make([]any, 0, (n+1)*w)
+	all = append(all, "evalsha", req.script.sha, len(keys))
+	for _, k := range keys {
+		all = append(all, k)
+	}
+	all = append(all, a1)
+	if a2 != nil {
+		all = append(all, a2)
+	}
+	for range n {
+		all = append(all, all[:w]...)
+	}
+	req.argv, req.width = all, w
+}
+
+// evalArgs is the EVAL form of the command, for a node that does not have
+// the script cached.
+func (req *request) evalArgs() []any {
+	args := append([]any(nil), req.argv[len(req.argv)-req.width:]...)
+	args[0], args[1] = "eval", req.script.src
+	return args
 }
 
 // reply is one node's answer.
 type reply struct {
-	st    NodeStatus
-	fence int64 // fenced acquire: the node's counter after the grant
-	err   error
+	st     NodeStatus
+	fence  int64 // fenced acquire: the node's counter after the grant
+	err    error
+	unsent bool // never sent: nothing to release
 }
 
 type round struct {
-	c        *Client
-	req      *request
-	op       opKind
-	keys     []string
-	token    string
-	ttl      time.Duration
-	need     int
-	timeout  time.Duration
-	start    time.Time
-	origin   time.Time       // validity is measured from here (start, or the acquire's start)
-	detached context.Context // for releases the caller cannot cancel
+	c       *Client
+	req     *request
+	op      opKind
+	keys    []string
+	token   string
+	ttl     time.Duration
+	need    int
+	timeout time.Duration
+	start   time.Time
+	origin  time.Time       // validity is measured from here (start, or the acquire's start)
+	parent  context.Context // the caller's; releases run detached from its cancellation
+	drift   float64         // the drift factor
+	g       errgroup.Group  // the node goroutines; not waited for
 
 	mu       sync.Mutex
-	res      []NodeResult
-	inflight []bool
+	res      []NodeResult // Status NodePending: no reply yet
+	left     int          // jobs not yet reported
 	ok, bad  int
 	decided  bool
 	won      bool
@@ -83,10 +154,13 @@ type round struct {
 	fence    int64   // fenced acquire: the largest counter of the winning quorum
 	fsync    bool    // fenced acquire: every node of the winning quorum had that counter
 	done     chan struct{}
+	settled  chan struct{} // closed by the last report; nil when nobody waits for it
 
-	// unlocked is set by Unlock on the lock this acquire round won: a
-	// grant that arrives after it is released at once, so that a SET
-	// overtaken by Unlock's DEL leaves no key behind.
+	// unlocked is set by Unlock on the lock this acquire round won. A
+	// node's pipe runs Unlock's release after our acquire there (see
+	// pipe.go), except where the acquire failed (a timeout): its SET may
+	// still land after the release, so a failure reported after unlocked
+	// is released again.
 	unlocked atomic.Bool
 }
 
@@ -116,34 +190,31 @@ func (c *Client) run(ctx context.Context, op opKind, keys []string, token string
 	}, cfg)
 }
 
-// runReq is run for a prepared request.
+// runReq is run for a built request.
 func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome {
-	op, keys, token, ttl := req.op, req.keys, req.token, req.ttl
-	if (req.fenced || op == opFence) && req.fkeys == nil {
-		req.fkeys = fenceKeys(keys)
-	}
-	if !c.allIdentified.Load() {
-		c.identifyAll(ctx, cfg.timeoutFor(ttl))
-	}
 	n := len(c.nodes)
+	if req.argv == nil {
+		req.prepare(n)
+	}
+	op, keys, token, ttl := req.op, req.keys, req.token, req.ttl
 	rd := &round{
 		c: c, req: req, op: op, keys: keys, token: token, ttl: ttl,
-		need:     c.need,
-		timeout:  cfg.timeoutFor(ttl),
-		detached: context.WithoutCancel(ctx),
-		res:      make([]NodeResult, n),
-		inflight: make([]bool, n),
-		done:     make(chan struct{}),
+		need:    c.need,
+		timeout: cfg.timeoutFor(ttl),
+		drift:   cfg.driftFactor,
+		res:     make([]NodeResult, n),
+		left:    n,
+		done:    make(chan struct{}),
 	}
 	if req.fenced {
 		rd.fences = make([]int64, n)
 	}
-	cfgCopy := *cfg
+	rd.parent = ctx
 	nodeCtx := ctx
 	if op == opRelease {
 		// Unlock is a clean-up: the caller's cancellation must not leave
-		// our keys behind. Each node call is still bounded by the timeout.
-		nodeCtx = rd.detached
+		// our keys behind. The round is still bounded by the timeout.
+		nodeCtx = context.WithoutCancel(ctx)
 	}
 	rd.start = time.Now()
 	rd.origin = req.origin
@@ -153,36 +224,54 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 	for i, nd := range c.nodes {
 		// All set before any reply can be reported and read them.
 		rd.res[i] = NodeResult{Node: i, Addr: nd.addr}
-		rd.inflight[i] = true
 	}
-	var g errgroup.Group
+	wait := rd.timeout
+	if c.first.CompareAndSwap(false, true) {
+		// The client's first round waits for every node's first contact,
+		// so that a server given twice is reported (ErrDuplicateNode)
+		// before anything is won; later a duplicate is still refused on
+		// its first contact, and never votes twice. A first contact
+		// dials (TCP, TLS, AUTH) and so gets FirstContactTimeout if that
+		// is longer than the per-node timeout.
+		rd.settled = make(chan struct{})
+		wait = max(wait, FirstContactTimeout)
+	}
+	// The round waits for the nodes for the per-node timeout (the timer
+	// below), not for the slowest. Their requests are not cut short at
+	// that timeout: they run under the caller's context (detached for a
+	// release), bounded by the go-redis client's own timeouts, so that a
+	// first contact that must dial (TLS, a slow network) completes for
+	// the next round's benefit, and a late reply is still handled:
+	// report releases a late grant of a lost acquisition. The group is
+	// deliberately not waited for.
 	for i, nd := range c.nodes {
-		g.Go(func() error {
-			cctx, cancel := context.WithTimeout(nodeCtx, rd.timeout)
-			r := c.exec(cctx, nd, req)
-			cancel()
-			rd.report(i, r, &cfgCopy)
-			return nil // a node's failure is an outcome, not a group error
-		})
+		c.submit(&rd.g, nd, job{rd: rd, i: i, ctx: nodeCtx})
 	}
-	// The group is deliberately not waited for: late replies are handled
-	// by report, which releases a late win of a lost acquisition.
 
-	timer := time.NewTimer(rd.timeout)
+	timer := getTimer(wait)
 	var ctxErr error
 	select {
 	case <-rd.done:
+		if rd.settled != nil {
+			select {
+			case <-rd.settled:
+			case <-timer.C:
+			case <-nodeCtx.Done():
+			}
+			// tryLock refuses a win if a duplicate turned up.
+		}
 	case <-timer.C:
 	case <-nodeCtx.Done(): // never for a release
 		ctxErr = ctx.Err()
 	}
-	timer.Stop()
+	putTimer(timer)
 
 	rd.mu.Lock()
 	if !rd.decided {
 		rd.decided = true
 		for i := range rd.res {
-			if rd.inflight[i] && ctxErr == nil {
+			if rd.res[i].Status == NodePending && ctxErr == nil {
+				// Exactly ErrNodeTimeout, unjoined: see below.
 				rd.res[i].Status = NodeFailed
 				rd.res[i].Err = ErrNodeTimeout
 				rd.res[i].Latency = time.Since(rd.start)
@@ -200,7 +289,11 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 	var release []*node
 	if op == opAcquire {
 		for i, nd := range c.nodes {
-			if !rd.inflight[i] && (rd.res[i].Status == NodeOK || rd.res[i].Status == NodeFailed) {
+			// Nodes still in flight (pending, or marked timed out above
+			// with the bare ErrNodeTimeout) are released by report when
+			// their reply comes.
+			r := &rd.res[i]
+			if r.Status == NodeOK || (r.Status == NodeFailed && r.Err != ErrNodeTimeout) {
 				release = append(release, nd)
 			}
 		}
@@ -213,17 +306,23 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 }
 
 // report records node i's reply and decides the round when it can.
-func (rd *round) report(i int, r reply, cfg *config) {
+func (rd *round) report(i int, r reply) {
 	st, err := r.st, r.err
 	lat := time.Since(rd.start)
 	rd.mu.Lock()
-	rd.inflight[i] = false
+	rd.left--
+	last := rd.left == 0
+	if last && rd.settled != nil {
+		close(rd.settled)
+	}
 	if rd.decided {
-		late := rd.op == opAcquire && (!rd.won || rd.unlocked.Load()) && (st == NodeOK || st == NodeFailed)
+		// Our SET may have landed after the round was lost; or, where
+		// the request failed, after the lock it won was released (see
+		// unlocked).
+		late := rd.op == opAcquire && !r.unsent &&
+			((!rd.won && (st == NodeOK || st == NodeFailed)) || (st == NodeFailed && rd.unlocked.Load()))
 		rd.mu.Unlock()
 		if late {
-			// Our SET may have landed after the round was lost, or
-			// after the lock it won was released.
 			rd.release(rd.c.nodes[i])
 		}
 		return
@@ -245,7 +344,7 @@ func (rd *round) report(i int, r reply, cfg *config) {
 			rd.fence, rd.fsync = quorumFence(rd.res, rd.fences)
 		}
 		if rd.op != opRelease {
-			rd.validity = validity(rd.ttl, lat+rd.start.Sub(rd.origin), cfg.driftFactor)
+			rd.validity = validity(rd.ttl, lat+rd.start.Sub(rd.origin), rd.drift)
 			if rd.validity <= 0 {
 				rd.won, rd.expired = false, true
 			}
@@ -256,6 +355,32 @@ func (rd *round) report(i int, r reply, cfg *config) {
 		close(rd.done)
 	}
 	rd.mu.Unlock()
+}
+
+// timers recycles the rounds' timers: since Go 1.23 a stopped timer can
+// be reset with no stale tick to drain.
+var timers = sync.Pool{New: func() any { return time.NewTimer(time.Hour) }}
+
+func getTimer(d time.Duration) *time.Timer {
+	t := timers.Get().(*time.Timer)
+	t.Reset(d)
+	return t
+}
+
+func putTimer(t *time.Timer) {
+	t.Stop()
+	timers.Put(t)
+}
+
+// lost reports whether rd is an acquire that was decided and lost, so
+// that its queued requests need not be sent.
+func (rd *round) lost() bool {
+	if rd.op != opAcquire {
+		return false
+	}
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	return rd.decided && !rd.won
 }
 
 // errorLocked builds the error of a lost round. rd.mu must be held.
@@ -320,11 +445,12 @@ func (rd *round) releaseAll(nodes []*node) {
 			rd.release(nd)
 		}()
 	}
-	wg.Wait()
+	// Bounded here too: go-redis may not honour the context deadline.
+	waitTimeout(&wg, rd.timeout)
 }
 
 func (rd *round) release(nd *node) {
-	ctx, cancel := context.WithTimeout(rd.detached, rd.timeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(rd.parent), rd.timeout)
 	defer cancel()
 	// A clean-up, not an Unlock: no announcement, so that the releases of
 	// split votes do not wake every waiter into another split.
@@ -348,39 +474,76 @@ func (c *Client) exec(ctx context.Context, nd *node, req *request) (rep reply) {
 			rep = reply{st: NodeFailed, err: fmt.Errorf("redlock: malformed reply: go-redis panicked: %v", p)}
 		}
 	}()
-	if !nd.identified.Load() {
-		if err := c.identify(ctx, nd); err != nil {
-			return reply{st: NodeFailed, err: nodeErr(ctx, err)}
-		}
+	if req.argv == nil {
+		req.prepare(1)
 	}
-	guarded := nd.guard != nil && req.op != opRelease
-	var sent time.Time
-	if guarded {
-		sent = time.Now()
-		if err := nd.guard.young(sent); err != nil {
-			return reply{st: NodeFailed, err: err}
-		}
+	sent, fail := c.before(nd, req)
+	if fail != nil {
+		return *fail
 	}
 	var res any
 	var err error
-	switch req.op {
-	case opAcquire:
-		if req.fenced {
-			res, err = scriptAcquireFenced.Run(ctx, nd.c, req.fkeys, req.token, pxMillis(req.ttl)).Result()
-		} else {
-			res, err = scriptAcquire.Run(ctx, nd.c, req.keys, req.token, pxMillis(req.ttl)).Result()
-		}
-	case opExtend:
-		res, err = scriptExtend.Run(ctx, nd.c, req.keys, req.token, pxMillis(req.ttl)).Result()
-	case opFence:
-		res, err = scriptFence.Run(ctx, nd.c, req.fkeys, req.token, req.fence).Result()
-	default:
-		if req.notify {
-			res, err = scriptRelease.Run(ctx, nd.c, req.keys, req.token, releasePrefix).Result()
-		} else {
-			res, err = scriptRelease.Run(ctx, nd.c, req.keys, req.token).Result()
+	if nd.identified.Load() {
+		res, err = nd.c.Do(ctx, req.args(nd.idx)...).Result()
+	} else {
+		res, err = c.firstContact(ctx, nd, req)
+	}
+	if isNoScript(err) {
+		res, err = c.eval(ctx, nd, req)
+	}
+	return c.after(ctx, nd, req, res, err, sent)
+}
+
+// firstContact sends INFO server and req in one pipeline, so that a node
+// is identified by its run_id (see identify) within the same per-node
+// timeout as the request. A node that turns out to duplicate another
+// fails the request, and Client.dupErr makes the round refuse a win.
+//
+// The request goes as EVAL, which also caches the script on the node.
+func (c *Client) firstContact(ctx context.Context, nd *node, req *request) (any, error) {
+	pl := nd.c.Pipeline()
+	info := pl.Info(ctx, "server")
+	cmd := redis.NewCmd(ctx, req.evalArgs()...)
+	_ = pl.Process(ctx, cmd)
+	_, xerr := pl.Exec(ctx)
+	res, err := cmd.Result()
+	if err == nil && res == nil {
+		err = xerr // the pipeline failed as a whole (dial, AUTH)
+		if err == nil {
+			err = redis.Nil
 		}
 	}
+	if err != nil && info.Err() != nil {
+		return nil, err // nothing learnt: identify on the next contact
+	}
+	if ierr := c.identified(nd, info.Val(), info.Err()); ierr != nil {
+		return nil, ierr
+	}
+	return res, err
+}
+
+// eval runs req's script with EVAL, for a node that lost its script
+// cache (a restart, SCRIPT FLUSH).
+func (c *Client) eval(ctx context.Context, nd *node, req *request) (any, error) {
+	return nd.c.Do(ctx, req.evalArgs()...).Result()
+}
+
+// before runs the checks due before a request is sent: with the restart
+// guard, a node known to be young is refused. It returns the sending
+// time the guard needs, or the reply of a refused request.
+func (c *Client) before(nd *node, req *request) (time.Time, *reply) {
+	if nd.guard == nil || req.op == opRelease {
+		return time.Time{}, nil
+	}
+	sent := time.Now()
+	if err := nd.guard.young(sent); err != nil {
+		return sent, &reply{st: NodeFailed, err: err}
+	}
+	return sent, nil
+}
+
+// after classifies a script's reply (res, err) to req, sent at sent.
+func (c *Client) after(ctx context.Context, nd *node, req *request, res any, err error, sent time.Time) reply {
 	if err != nil {
 		return reply{st: NodeFailed, err: nodeErr(ctx, err)}
 	}
@@ -400,7 +563,7 @@ func (c *Client) exec(ctx context.Context, nd *node, req *request) (rep reply) {
 	case -1:
 		st = NodeTaken
 	}
-	if guarded && st == NodeOK {
+	if st == NodeOK && nd.guard != nil && req.op != opRelease {
 		if err := nd.guard.admit(ctx, nd, sent); err != nil {
 			return reply{st: NodeFailed, err: nodeErr(ctx, err)}
 		}

@@ -42,9 +42,9 @@ type Client struct {
 	need  int
 	cfg   config
 
-	idMu          sync.Mutex            // serialises identify
-	allIdentified atomic.Bool           // every node's run_id is known
-	dupErr        atomic.Pointer[error] // set once two nodes turn out to be one server
+	idMu   sync.Mutex            // serialises identify
+	dupErr atomic.Pointer[error] // set once two nodes turn out to be one server
+	first  atomic.Bool           // the first round has started (see runReq)
 
 	hub hub // release subscriptions of waiting Lock calls (pubsub.go)
 }

@@ -27,13 +27,26 @@ var (
 	//go:embed fenced_set.lua
 	fencedSetSrc string
 
-	scriptAcquire       = redis.NewScript(acquireSrc)
-	scriptAcquireFenced = redis.NewScript(acquireFencedSrc)
-	scriptFence         = redis.NewScript(fenceSrc)
-	scriptExtend        = redis.NewScript(extendSrc)
-	scriptRelease       = redis.NewScript(releaseSrc)
-	scriptFencedSet     = redis.NewScript(fencedSetSrc)
+	scriptAcquire       = newLua(acquireSrc)
+	scriptAcquireFenced = newLua(acquireFencedSrc)
+	scriptFence         = newLua(fenceSrc)
+	scriptExtend        = newLua(extendSrc)
+	scriptRelease       = newLua(releaseSrc)
+	scriptFencedSet     = newLua(fencedSetSrc)
 )
+
+// luaScript is a redis.Script with its source and SHA-1 boxed once, so
+// that building a command for it allocates neither.
+type luaScript struct {
+	*redis.Script
+	src any // the source, for EVAL
+	sha any // the SHA-1, for EVALSHA
+}
+
+func newLua(src string) *luaScript {
+	s := redis.NewScript(src)
+	return &luaScript{Script: s, src: src, sha: s.Hash()}
+}
 
 func errUnexpectedReply(v any) error {
 	return fmt.Errorf("redlock: unexpected reply %v from script", v)

@@ -1,0 +1,214 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+)
+
+// A node's requests go through its pipe. While a request (or a batch) is
+// in flight to a node, the requests that rounds hand to that node queue
+// up, and the next batch sends all of them in one go-redis pipeline: one
+// write and one read for the lot, on our side and on the server's. An
+// idle node gets a request at once, on a goroutine of the round's
+// errgroup, as before; under load the goroutine that runs a node's batch
+// (its leader) keeps going until the queue is empty, so queued requests
+// cost neither a goroutine nor a channel.
+//
+// A pipe also orders a node's requests: they are executed in the order
+// rounds handed them over, because a batch is sent only after the
+// previous one's replies arrived. An Unlock's release therefore never
+// overtakes the acquire it undoes on a node where that acquire was still
+// in flight, and needs no second release to catch it (see round.report).
+// The one exception is a request that failed (a timeout, a dropped
+// connection): it may still be in the server's socket buffer when the
+// next request goes out on another connection. Such requests are
+// treated as possibly landed, and released again.
+
+// job is one node's part of a round.
+type job struct {
+	rd  *round
+	i   int // the node's index in the round
+	ctx context.Context
+}
+
+// pipe queues the jobs of one node; see above.
+type pipe struct {
+	mu    sync.Mutex
+	busy  bool  // a leader is running
+	queue []job // waiting for the next batch
+	spare []job // the previous batch's slice, for reuse
+}
+
+// submit hands j to nd: at once on a new goroutine of g when nd is idle,
+// else to the running leader's next batch. Rounds call it in node order
+// from their own goroutine, so a node sees a caller's requests in the
+// order the caller made them.
+func (c *Client) submit(g *errgroup.Group, nd *node, j job) {
+	p := &nd.pipe
+	p.mu.Lock()
+	if p.busy {
+		p.queue = append(p.queue, j)
+		p.mu.Unlock()
+		return
+	}
+	p.busy = true
+	p.mu.Unlock()
+	g.Go(func() error {
+		c.lead(nd, j)
+		return nil // a node's failure is an outcome, not a group error
+	})
+}
+
+// lead runs j, then batches of queued jobs until none is left.
+func (c *Client) lead(nd *node, j job) {
+	p := &nd.pipe
+	c.runJob(nd, j)
+	for {
+		p.mu.Lock()
+		batch := p.queue
+		if len(batch) == 0 {
+			p.busy = false
+			p.mu.Unlock()
+			return
+		}
+		p.queue, p.spare = p.spare[:0], nil
+		p.mu.Unlock()
+
+		if len(batch) == 1 {
+			c.runJob(nd, batch[0])
+		} else {
+			c.runBatch(nd, batch)
+		}
+		clear(batch) // drop the rounds for the collector
+
+		p.mu.Lock()
+		if p.spare == nil {
+			p.spare = batch[:0]
+		}
+		p.mu.Unlock()
+	}
+}
+
+// runJob runs one job on its own and reports it to its round.
+func (c *Client) runJob(nd *node, j job) {
+	if j.rd.lost() {
+		j.rd.report(j.i, reply{st: NodeFailed, err: errRoundLost, unsent: true})
+		return
+	}
+	j.rd.report(j.i, c.exec(j.ctx, nd, j.rd.req))
+}
+
+// runBatch sends jobs in one pipeline and reports each to its round, in
+// order. A job whose ctx is already done is reported failed unsent.
+func (c *Client) runBatch(nd *node, jobs []job) {
+	if !nd.identified.Load() {
+		// Rare (a node not reached yet): the single path identifies it.
+		for _, j := range jobs {
+			c.runJob(nd, j)
+		}
+		return
+	}
+	reps := make([]reply, len(jobs))
+	sent := make([]time.Time, len(jobs))
+	cmds := make([]*redis.Cmd, len(jobs))
+	live := 0
+	for k, j := range jobs {
+		if err := j.ctx.Err(); err != nil {
+			reps[k] = reply{st: NodeFailed, err: nodeErr(j.ctx, err), unsent: true}
+			continue
+		}
+		if j.rd.lost() {
+			reps[k] = reply{st: NodeFailed, err: errRoundLost, unsent: true}
+			continue
+		}
+		var rep *reply
+		if sent[k], rep = c.before(nd, j.rd.req); rep != nil {
+			reps[k] = *rep
+			continue
+		}
+		cmds[k] = redis.NewCmd(j.ctx, j.rd.req.args(nd.idx)...)
+		live++
+	}
+	if live > 0 {
+		c.sendBatch(nd, jobs, cmds, reps, sent)
+	}
+	for k, j := range jobs {
+		j.rd.report(j.i, reps[k])
+	}
+}
+
+// sendBatch pipelines the non-nil cmds and fills reps. A script that the
+// node no longer has cached (NOSCRIPT, after a restart) is run again
+// with EVAL, in its place in the order, unless a later request of the
+// same batch carries the same token: that one already ran, and running
+// the earlier one after it could, say, set a key that the later release
+// has already deleted. Such a request is reported failed instead (it
+// did nothing on the node).
+func (c *Client) sendBatch(nd *node, jobs []job, cmds []*redis.Cmd, reps []reply, sent []time.Time) {
+	// The batch serves several rounds: it must not fail because one of
+	// their contexts ends. Each round is bounded by its own timer.
+	var first context.Context
+	for k := range cmds {
+		if cmds[k] != nil {
+			first = jobs[k].ctx
+			break
+		}
+	}
+	bctx := context.WithoutCancel(first)
+	panicked := func() (p any) {
+		defer func() { p = recover() }()
+		pl := nd.c.Pipeline()
+		for _, cmd := range cmds {
+			if cmd != nil {
+				_ = pl.Process(bctx, cmd)
+			}
+		}
+		_, _ = pl.Exec(bctx)
+		return nil
+	}()
+	for k, cmd := range cmds {
+		if cmd == nil {
+			continue
+		}
+		req := jobs[k].rd.req
+		if panicked != nil {
+			reps[k] = reply{st: NodeFailed, err: fmt.Errorf("redlock: malformed reply: go-redis panicked: %v", panicked)}
+			continue
+		}
+		res, err := cmd.Result()
+		if isNoScript(err) {
+			if laterSameToken(jobs, cmds, k) {
+				reps[k] = reply{st: NodeFailed, err: fmt.Errorf("redlock: script not cached on the node and not retried out of order: %w", err)}
+				continue
+			}
+			res, err = c.eval(jobs[k].ctx, nd, req)
+		}
+		reps[k] = c.after(jobs[k].ctx, nd, req, res, err, sent[k])
+	}
+}
+
+// laterSameToken reports whether a request after k in the batch was
+// sent with k's token.
+func laterSameToken(jobs []job, cmds []*redis.Cmd, k int) bool {
+	for m := k + 1; m < len(jobs); m++ {
+		if cmds[m] != nil && jobs[m].rd.req.token == jobs[k].rd.req.token {
+			return true
+		}
+	}
+	return false
+}
+
+// errRoundLost is the error of a queued acquire whose round was lost
+// before its turn came: it is not sent.
+var errRoundLost = errors.New("redlock: not sent: the round was already lost")
+
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
