@@ -17,11 +17,14 @@ vet:
 fmt-check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
-# Peer benchmarks: bench/ is a separate module, so that redsync, redislock
-# and toxiproxy never become dependencies of the library. Starts its own 5
-# redis-server nodes, prints a markdown table and writes
-# bench/results/latest.json; about 80 s on 2 cores. Go-level benchmarks of
-# the core paths: go test -run '^$$' -bench . -benchmem
+# Peer benchmarks: bench/ is a separate module, so that the peers it
+# measures, redsync and redislock, never become dependencies of the library.
+# toxiproxy and dockertest are another matter: chaos/ lives in the root
+# module and uses them, so the root go.mod requires them, though the root
+# package itself does not import them (a program that imports only it does
+# not build them). Starts its own 5 redis-server nodes, prints a markdown
+# table and writes bench/results/latest.json; about 80 s on 2 cores.
+# Go-level benchmarks of the core paths: go test -run '^$$' -bench . -benchmem
 .PHONY: bench
 bench: redis
 	cd bench && $(GO) run -mod=mod ./cmd/redlock-bench -json results/latest.json

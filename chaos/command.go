@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-const usage = `usage: redlock chaos [flags]
+const usage = `Usage: redlock chaos [flags]
 
 Runs the chaos suite: kills, pauses, restarts, slows, partitions and
 skews real Redis nodes mid-lock and checks that no two holders overlap and
@@ -24,9 +24,17 @@ scenario breaks Redlock's assumptions on purpose).
 Flags:
 `
 
+// ExitUsage is the exit code Command returns for bad flags or arguments:
+// 64, EX_USAGE of sysexits(3), the code every redlock command uses for
+// usage errors.
+const ExitUsage = 64
+
 // Command runs the chaos suite as `redlock chaos` with args (the flags
-// after "chaos") and returns the exit code: 0 when every scenario passed,
-// 1 when one failed or the run could not be made, 2 for bad flags.
+// after "chaos") and returns the exit code: 0 when every scenario passed
+// (and for --list and -h), 1 when one failed, the run could not be made
+// or ctx was cancelled (also when --backend docker finds no Docker
+// engine), ExitUsage (64) for bad flags, an unknown scenario or backend
+// name, or stray arguments.
 //
 // Flags: --short (a quick pass of every scenario, 3 minutes or less),
 // --duration D (length of each scenario for long runs; default 20s),
@@ -57,11 +65,11 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		return 2
+		return ExitUsage
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "redlock chaos: unexpected arguments: %s\n", strings.Join(fs.Args(), " "))
-		return 2
+		return ExitUsage
 	}
 	if *list {
 		for _, s := range Scenarios() {
@@ -71,20 +79,23 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *dur < 0 {
 		fmt.Fprintln(stderr, "redlock chaos: --duration must not be negative")
-		return 2
+		return ExitUsage
 	}
 	s := Suite{Params: Params{Short: *short, Duration: *dur}, Progress: stderr, Live: isTerminal(stderr)}
 	if *names != "" {
 		s.Scenarios = strings.Split(*names, ",")
 		if _, err := Select(s.Scenarios); err != nil {
 			fmt.Fprintf(stderr, "redlock chaos: %v\n", err)
-			return 2
+			return ExitUsage
 		}
 	}
 	b, err := pickBackend(*backend)
 	if err != nil {
 		fmt.Fprintf(stderr, "redlock chaos: %v\n", err)
-		return 2
+		if errors.Is(err, ErrBackend) { // --backend docker and no engine: not a usage error
+			return 1
+		}
+		return ExitUsage
 	}
 	s.Backend = b
 

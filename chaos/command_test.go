@@ -25,9 +25,39 @@ func TestCommandFlags(t *testing.T) {
 		t.Errorf("want --list to list the scenarios with exit 0, got %d:\n%s", code, out)
 	}
 	for _, args := range [][]string{{"--nope"}, {"--scenario", "nope"}, {"stray"}, {"--backend", "nope"}, {"--duration", "-1s"}} {
-		if code, _, _ := command(t, args...); code != 2 {
-			t.Errorf("want exit 2 for %v, got %d", args, code)
+		if code, _, _ := command(t, args...); code != chaos.ExitUsage {
+			t.Errorf("want exit %d for %v, got %d", chaos.ExitUsage, args, code)
 		}
+	}
+}
+
+// TestSelect: names are trimmed, empty ones (a trailing comma) skipped,
+// the suite's order kept, and unknown ones named.
+func TestSelect(t *testing.T) {
+	all := strings.Join(chaos.Names(), ",")
+	for _, tc := range []struct{ in, want string }{
+		{"baseline,", "baseline"},
+		{",baseline,,", "baseline"},
+		{" pause , baseline", "baseline,pause"},
+		{"", all},
+		{",", all},
+	} {
+		scs, err := chaos.Select(strings.Split(tc.in, ","))
+		if err != nil {
+			t.Errorf("Select(%q): want no error, got %v", tc.in, err)
+			continue
+		}
+		var got []string
+		for _, s := range scs {
+			got = append(got, s.Name)
+		}
+		if g := strings.Join(got, ","); g != tc.want {
+			t.Errorf("Select(%q): want %s, got %s", tc.in, tc.want, g)
+		}
+	}
+	_, err := chaos.Select([]string{"baseline", "", "nope", "zap"})
+	if err == nil || !strings.Contains(err.Error(), "unknown scenario(s) nope, zap;") {
+		t.Errorf(`want an error naming "nope, zap", got %v`, err)
 	}
 }
 

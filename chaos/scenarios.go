@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -47,16 +48,21 @@ func Names() []string {
 	return out
 }
 
-// Select returns the scenarios named, in the suite's order; every one
-// when names is empty. It returns an error naming the unknown ones.
+// Select returns the scenarios named, in the suite's order. Names are
+// trimmed of spaces and empty ones are skipped, so that "baseline," (a
+// trailing comma in a --scenario list) selects baseline; when no name is
+// left, every scenario is selected. It returns an error naming the
+// unknown ones.
 func Select(names []string) ([]Scenario, error) {
 	all := Scenarios()
-	if len(names) == 0 {
-		return all, nil
-	}
 	want := map[string]bool{}
 	for _, n := range names {
-		want[strings.TrimSpace(n)] = true
+		if n = strings.TrimSpace(n); n != "" {
+			want[n] = true
+		}
+	}
+	if len(want) == 0 {
+		return all, nil
 	}
 	var out []Scenario
 	for _, s := range all {
@@ -70,6 +76,7 @@ func Select(names []string) ([]Scenario, error) {
 		for n := range want {
 			unknown = append(unknown, n)
 		}
+		slices.Sort(unknown)
 		return nil, fmt.Errorf("chaos: unknown scenario(s) %s; known: %s", strings.Join(unknown, ", "), strings.Join(Names(), ", "))
 	}
 	return out, nil
