@@ -18,7 +18,7 @@ const (
 	driftFloor = 2 * time.Millisecond
 
 	// MinValidity is the smallest validity a TTL must leave after drift.
-	// A TTL that cannot leave this much is rejected with ErrInvalidTTL.
+	// A TTL that cannot leave this much is rejected with ErrInvalid.
 	MinValidity = time.Millisecond
 
 	// Bounds of the default per-node timeout, which is TTL/20 clamped to

@@ -66,7 +66,8 @@ type NodeStatus uint8
 
 const (
 	// NodePending means the node had not answered when the outcome was
-	// decided; the round did not wait for it.
+	// decided (the round did not wait for it), or that nothing was sent
+	// to it (the call failed before sending: ctx done, validity gone).
 	NodePending NodeStatus = iota
 	// NodeOK means the node granted, extended or released the lock.
 	NodeOK
@@ -78,6 +79,8 @@ const (
 	NodeFailed
 )
 
+// String returns the status in lower case: "pending", "ok", "taken",
+// "absent" or "failed".
 func (s NodeStatus) String() string {
 	switch s {
 	case NodePending:
@@ -103,6 +106,8 @@ type NodeResult struct {
 	Latency time.Duration // time from the start of the round to the reply
 }
 
+// String describes the outcome on one line: the node's index and
+// address, its status and, for a failure, the error.
 func (r NodeResult) String() string {
 	s := fmt.Sprintf("node %d", r.Node)
 	if r.Addr != "" {
@@ -166,4 +171,26 @@ func (e *QuorumError) Failed() []NodeResult {
 		}
 	}
 	return out
+}
+
+// unsentError is the error of a call that failed before sending anything:
+// every node is listed, NodePending.
+func (c *Client) unsentError(op opKind, keys []string, reasons ...error) *QuorumError {
+	e := &QuorumError{Op: op.String(), Keys: keys, Quorum: c.need, Nodes: make([]NodeResult, len(c.nodes)), reasons: reasons}
+	for i, nd := range c.nodes {
+		e.Nodes[i] = NodeResult{Node: i, Addr: nd.addr}
+	}
+	return e
+}
+
+// resultError is the error of a won round whose result does not stand
+// (an Extend overtaken by Unlock, a bad fencing token): every node's
+// outcome in the round, for the given reasons.
+func (rd *round) resultError(reasons ...error) *QuorumError {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	return &QuorumError{
+		Op: rd.op.String(), Keys: rd.keys, Quorum: rd.need, OK: rd.ok,
+		Nodes: append([]NodeResult(nil), rd.res...), reasons: reasons,
+	}
 }

@@ -117,3 +117,27 @@ func ExampleLock_Extend() {
 	fmt.Println(lock.Validity() > 5*time.Second)
 	// Output: true
 }
+
+func ExampleWithObserver() {
+	clients, stop := startNodes(3)
+	defer stop()
+	// Stats counts; a real program adapts Observer to its metrics library
+	// (see docs/observability.md for the metric names).
+	stats := &redlock.Stats{}
+	locker, _ := redlock.New(clients, redlock.WithObserver(stats))
+	ctx := context.Background()
+
+	lock, _ := locker.TryLock(ctx, "invoice:7", 10*time.Second)
+	_, err := locker.TryLock(ctx, "invoice:7", 10*time.Second)
+	fmt.Println("second attempt contended:", errors.Is(err, redlock.ErrContended))
+	_ = lock.Extend(ctx, 10*time.Second)
+	_ = lock.Unlock(ctx)
+
+	s := stats.Snapshot()
+	fmt.Printf("attempts %d, won %d, contended %d\n", s.Attempts, s.Won, s.Contended)
+	fmt.Printf("extensions %d, released %d, lost %d\n", s.Extensions, s.Released, s.Lost)
+	// Output:
+	// second attempt contended: true
+	// attempts 2, won 1, contended 1
+	// extensions 1, released 1, lost 0
+}

@@ -61,7 +61,8 @@ import (
 
 // FenceKey returns the key of the per-node fencing counter of key:
 // key + ":fence". The counter never expires and never decreases; do not
-// write it, and do not use a lock key that ends with ":fence".
+// write it, and do not use a lock key that ends with ":fence". Under
+// WithKeyPrefix(p) the counter of a lock on key is FenceKey(p + key).
 func FenceKey(key string) string { return key + ":fence" }
 
 // Fence returns the lock's fencing token, or 0 when the lock was acquired
@@ -114,7 +115,7 @@ func quorumFence(res []NodeResult, fences []int64) (f int64, synced bool) {
 func (c *Client) fenceLock(ctx context.Context, l *Lock, out outcome, cfg *config) error {
 	if out.fence <= 0 {
 		_ = l.Unlock(context.WithoutCancel(ctx))
-		return fmt.Errorf("%w: %w", ErrNotObtained, errUnexpectedReply(out.fence))
+		return out.rd.resultError(ErrNotObtained, errUnexpectedReply(out.fence))
 	}
 	if !out.fenceSynced {
 		fo := c.runReq(ctx, &request{

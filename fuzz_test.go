@@ -329,7 +329,9 @@ type replyPlans struct{ p atomic.Pointer[replyPlan] }
 func (r *replyPlans) reply(cmd []string) []byte { return r.p.Load().reply(cmd) }
 
 // FuzzReply answers one command of a lock attempt with arbitrary bytes. It
-// must never panic. A lost attempt says why, in the node's result.
+// must never panic. A lost attempt says why, in the node's result. The
+// target's high bit makes the attempt fenced (WithFencing), whose replies
+// go through the fenced parser.
 func FuzzReply(f *testing.F) {
 	for ti := range replyTargets {
 		for _, m := range malformed {
@@ -342,6 +344,11 @@ func FuzzReply(f *testing.F) {
 	f.Add([]byte(":0\r\n"), uint8(0), true)  // a real refusal
 	f.Add([]byte(":1\r\n:1\r\n+OK\r\n"), uint8(1), false)
 	f.Add([]byte{}, uint8(0), false) // silence
+	for _, m := range fencedMalformed {
+		f.Add(m.reply, uint8(0x80|1), false) // fenced, EVAL
+	}
+	f.Add([]byte("*2\r\n:1\r\n:7\r\n"), uint8(0x80|1), false) // a real fenced vote
+	f.Add([]byte("*2\r\n:0\r\n:0\r\n"), uint8(0x80|1), true)  // a real fenced refusal
 
 	plans := &replyPlans{}
 	fake := startFake(f, plans.reply)
@@ -353,7 +360,11 @@ func FuzzReply(f *testing.F) {
 			DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
 		})
 		defer c.Close()
-		rl, err := redlock.New([]redis.UniversalClient{c}, redlock.WithNodeTimeout(100*time.Millisecond))
+		opts := []redlock.Option{redlock.WithNodeTimeout(100 * time.Millisecond)}
+		if target&0x80 != 0 {
+			opts = append(opts, redlock.WithFencing())
+		}
+		rl, err := redlock.New([]redis.UniversalClient{c}, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}

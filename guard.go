@@ -32,10 +32,14 @@ import (
 // covers that, and the reply arrives after the command ran, so S is no
 // earlier than the incarnation's real start: a conservative (late)
 // estimate. A node therefore votes again between d and d+1s after it
-// restarted. When the run_id differs from the
-// previous snapshot's, the node was replaced after that snapshot was
-// taken, so S is also raised to no earlier than that snapshot's sending
-// time. A grant sent at time t counts only if t - S >= d.
+// restarted. When the run_id differs from the previous snapshot's, the
+// node was replaced since, at an instant we do not know, and its
+// uptime_in_seconds cannot be trusted to date it (a node restarted with
+// its wall clock stepped forward reports hours of uptime); so S is raised
+// to no earlier than the time the change was seen, the arrival of the
+// reply that showed the new run_id: a changed run_id refuses the node
+// for d from when the change is seen. A grant sent at time t counts only
+// if t - S >= d.
 //
 // The snapshot is cached, so the hot path costs two atomic loads. The
 // question is when a cached snapshot may judge a grant: it must describe
@@ -181,13 +185,7 @@ func (g *nodeGuard) refresh(ctx context.Context, nd *node, after time.Time) (*gu
 	g.mu.Lock()
 	if s != nil {
 		prev := g.snap.Load()
-		switch {
-		case prev == nil:
-		case prev.runID == s.runID:
-			s.start = later(s.start, prev.start)
-		default: // replaced after prev was taken
-			s.start = later(s.start, prev.sent)
-		}
+		s.start = mergeStart(prev, s, recv)
 		if prev == nil || prev.sent.Before(s.sent) {
 			g.snap.Store(s)
 		}
@@ -215,6 +213,23 @@ func parseGuardInfo(info string, dials uint64, sent, recv time.Time) (*guardSnap
 		start: recv.Add(time.Second - time.Duration(up)*time.Second),
 		runID: infoField(info, "run_id"),
 	}, nil
+}
+
+// mergeStart returns the start estimate of s, a snapshot whose INFO
+// reply arrived at recv, given prev, the snapshot cached before it (nil
+// for none). The same run_id keeps the later of the two estimates. A
+// changed run_id means a restart seen at recv, whatever the new
+// incarnation's uptime_in_seconds says: the estimate is no earlier than
+// recv (nor than prev's sending, in case prev was sent after recv), so
+// the node is refused for d from when the change is seen.
+func mergeStart(prev, s *guardSnap, recv time.Time) time.Time {
+	switch {
+	case prev == nil:
+		return s.start
+	case prev.runID == s.runID:
+		return later(s.start, prev.start)
+	}
+	return later(s.start, later(prev.sent, recv))
 }
 
 func later(a, b time.Time) time.Time {

@@ -108,38 +108,62 @@ func (l *Lock) Deadline() time.Time {
 // did. On success Validity is recomputed from Extend's own start:
 // ttl - elapsed - drift.
 //
-// Errors: ErrInvalid for a nil *Lock, a nil ctx or a bad ttl; an error
-// matching ErrNotHeld and ErrExpired when Validity had already run out
-// (nothing is sent: the lock must be acquired again); ctx.Err() when ctx
-// is done before the call; otherwise a *QuorumError matching ErrNotHeld
-// (and ErrUnreachable when failed nodes, not missing keys, prevented the
-// quorum, or ErrExpired when the quorum came too late). A failed Extend
-// never lengthens Validity.
+// Errors: ErrInvalid for a nil or zero *Lock, a nil ctx or a bad ttl;
+// otherwise a *QuorumError listing every node (reach it with errors.As):
+// matching ctx.Err() when ctx is done before the call (nothing is sent,
+// every node is NodePending); matching ErrNotHeld and ErrExpired when
+// Validity had already run out (nothing is sent: the lock must be
+// acquired again), and ErrReleased too after Unlock; matching ErrNotHeld
+// and ErrReleased when Unlock started while the extension was in flight
+// (the extension does not count: Validity stays <= 0); else matching
+// ErrNotHeld (and ErrUnreachable when failed nodes, not missing keys,
+// prevented the quorum, or ErrExpired when the quorum came too late). A
+// failed Extend never lengthens Validity, and one that shortens it moves
+// Done's closing earlier too.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
 		return invalidf("nil *Lock")
+	}
+	if l.c == nil {
+		return invalidf("zero Lock (not returned by TryLock or Lock)")
 	}
 	if err := l.c.check(ctx, ttl, l.cfg); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return l.c.unsentError(opExtend, l.keys, err)
 	}
-	if l.Validity() <= 0 {
-		return &QuorumError{Op: "extend", Keys: l.keys, Quorum: l.c.need, reasons: []error{ErrNotHeld, ErrExpired}}
+	l.mu.Lock()
+	left, released := time.Until(l.deadline), l.released
+	l.mu.Unlock()
+	switch {
+	case released:
+		return l.c.unsentError(opExtend, l.keys, ErrNotHeld, ErrExpired, ErrReleased)
+	case left <= 0:
+		return l.c.unsentError(opExtend, l.keys, ErrNotHeld, ErrExpired)
 	}
 	out := l.c.run(ctx, opExtend, l.keys, l.token, ttl, l.cfg)
 	deadline := out.start.Add(ttl - drift(ttl, l.cfg.driftFactor))
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if out.won {
+	switch {
+	case l.released:
+		// Unlock started while we were in flight: whatever the round
+		// won, the lock is gone and its deadline must stay behind us.
+		if out.won {
+			return out.rd.resultError(ErrNotHeld, ErrReleased)
+		}
+		return out.err
+	case out.won:
 		l.deadline, l.ttl = deadline, ttl
 		l.extended++
-		return nil
-	}
-	// Nodes that did extend may now expire earlier than before.
-	if deadline.Before(l.deadline) {
+	case deadline.Before(l.deadline):
+		// Nodes that did extend may now expire earlier than before.
 		l.deadline = deadline
+	}
+	l.armLocked() // the deadline may have moved, even earlier
+	if out.won {
+		return nil
 	}
 	return out.err
 }
@@ -153,18 +177,23 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // early once a quorum has released; the remaining nodes finish in the
 // background.
 //
-// Errors: ErrInvalid for a nil *Lock or nil ctx; a *QuorumError matching
-// ErrNotHeld when fewer than a quorum still held the token (for example
-// after expiry), with ErrUnreachable when failed nodes were the cause.
+// Errors: ErrInvalid for a nil or zero *Lock or nil ctx; a *QuorumError
+// matching ErrNotHeld when fewer than a quorum still held the token (for
+// example after expiry), with ErrUnreachable when failed nodes were the
+// cause.
 func (l *Lock) Unlock(ctx context.Context) error {
 	if l == nil {
 		return invalidf("nil *Lock")
+	}
+	if l.c == nil {
+		return invalidf("zero Lock (not returned by TryLock or Lock)")
 	}
 	if ctx == nil {
 		return invalidf("nil context")
 	}
 	l.stopWatch(ErrReleased)
 	l.mu.Lock()
+	first := l.firstUnlockLocked() // observer.go
 	l.released = true
 	ttl := l.ttl
 	l.deadline = time.Time{} // released: no validity left
@@ -173,6 +202,9 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		l.acq.unlocked.Store(true)
 	}
 	out := l.c.run(ctx, opRelease, l.keys, l.token, ttl, l.cfg)
+	if first {
+		l.observeUnlock(out)
+	}
 	if out.won {
 		return nil
 	}

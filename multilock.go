@@ -189,7 +189,8 @@ func (c *Client) prepareKeys(keys []string, opts []Option) ([]string, *config, e
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := checkShards(keys, c.sharding()); err != nil {
+	// The slots are those of the keys as stored: with the key prefix.
+	if err := checkShards(cfg.nodeKeys(keys), c.sharding()); err != nil {
 		return nil, nil, err
 	}
 	return keys, cfg, nil
@@ -199,7 +200,8 @@ func (c *Client) prepareKeys(keys []string, opts []Option) ([]string, *config, e
 // (waiting as Lock does), runs fn with auto-extension, and releases the
 // lock when fn returns. fn's ctx is cancelled, with a cause matching
 // ErrLockLost, as soon as an extension cannot reach every node before
-// Validity runs out. Errors are those of Client.Do.
+// Validity falls to the loss margin (see Lock.Done). Errors are those of
+// Client.Do.
 func (m *MultiLock) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...Option) error {
 	if m == nil {
 		return invalidf("nil *MultiLock")

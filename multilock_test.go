@@ -550,7 +550,8 @@ func TestKeysOverlap(t *testing.T) {
 			require.NoError(t, lb.Unlock(ctx))
 
 			// Concurrent: worker w locks keys w%4 and (w+1)%4, so that
-			// neighbours overlap; no key is ever inside twice.
+			// neighbours overlap, and holds them a few milliseconds; no
+			// key is ever inside twice.
 			const workers, iters = 6, 8
 			var inside [4]atomic.Int32
 			var overlaps, wins atomic.Int32
@@ -578,6 +579,7 @@ func TestKeysOverlap(t *testing.T) {
 									overlaps.Add(1)
 								}
 							}
+							holdBriefly()
 							for _, s := range set {
 								inside[s].Add(-1)
 							}

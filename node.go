@@ -22,8 +22,9 @@ type node struct {
 	identified atomic.Bool // run_id read (or known unreadable)
 	runID      string      // guarded by Client.idMu
 
-	guard *nodeGuard // restart guard (guard.go); nil when off
-	pipe  pipe       // queues and batches the requests of rounds (pipe.go)
+	guard   *nodeGuard  // restart guard (guard.go); nil when off
+	refused atomic.Bool // the guard refused the last vote (for WithLogger)
+	pipe    pipe        // queues and batches the requests of rounds (pipe.go)
 }
 
 // failoverAddr is the placeholder address go-redis gives the clients of
@@ -113,7 +114,9 @@ func (c *Client) identified(n *node, info string, err error) error {
 		for _, o := range c.nodes {
 			if o != n && o.identified.Load() && o.runID == id {
 				err := fmt.Errorf("%w: %w: nodes %d and %d are the same server (run_id %s)", ErrInvalid, ErrDuplicateNode, o.idx, n.idx, id)
-				c.dupErr.CompareAndSwap(nil, &err)
+				if c.dupErr.CompareAndSwap(nil, &err) {
+					c.logDuplicate(err)
+				}
 				return err
 			}
 		}

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync/atomic"
 	"time"
 )
@@ -10,32 +11,46 @@ import (
 // Observer receives what the library does, for metrics and traces. Its
 // methods are called synchronously on the calling goroutine (or a node's
 // request goroutine) and must be fast and safe for concurrent use; hand
-// work to another goroutine if it may block. Set one with WithObserver.
+// work to another goroutine if it may block. A panic in them is not
+// recovered. Set one with WithObserver; without one, the library pays a
+// nil check per event.
 //
-// The README's Observability section maps these events to metric names.
+// docs/observability.md maps these events to metric names and shows how
+// to feed a metrics library.
 type Observer interface {
-	// ObserveNode is called once per request to one node, including
-	// replies that arrive after their round was decided.
+	// ObserveNode is called once per request sent to one node, when its
+	// reply (or error) arrives, including replies that arrive after
+	// their round was decided and the clean-up releases of lost
+	// attempts (Op "unlock"). A node that timed out in a round is
+	// observed when its request finally ends, with its real latency.
+	// Requests never sent (their round was already lost) are not
+	// observed. The replies that decided a round are observed before
+	// the round.
 	ObserveNode(NodeEvent)
-	// ObserveRound is called once per acquire, extend or release round,
-	// when its outcome is decided.
+	// ObserveRound is called once per acquire, extend, release or fence
+	// round, when its outcome is decided. A TryLock whose ctx is already
+	// done is observed as a cancelled "lock" round of no duration.
 	ObserveRound(RoundEvent)
-	// ObserveLock is called when a lock is released or lost, with how
-	// long it was held.
+	// ObserveLock is called once when a lock ends: at its first Unlock,
+	// or when Done reports it lost (only for a lock whose Done, Err or
+	// AutoExtend was used: nothing watches the others). A lost lock is
+	// reported while the Lock's state is locked: do not call that Lock's
+	// methods from ObserveLock.
 	ObserveLock(LockEvent)
 }
 
-// Op names a kind of round: "lock", "extend" or "unlock".
+// Op names a kind of round or request: "lock", "extend", "unlock" or
+// "fence" (the second round of a fenced acquire, see WithFencing).
 type Op = string
 
 // NodeEvent is one node request's outcome.
 type NodeEvent struct {
 	Op      Op
-	Node    int
-	Addr    string
+	Node    int    // the node's index in the list given to New
+	Addr    string // the node's address, "" when its client has none
 	Status  NodeStatus
-	Err     error
-	Latency time.Duration
+	Err     error         // set when Status is NodeFailed
+	Latency time.Duration // from the round's start to the reply; for a clean-up, from its sending
 }
 
 // Reason classifies a round's outcome, for metric labels.
@@ -64,9 +79,12 @@ type RoundEvent struct {
 type LockEvent struct {
 	Keys       []string
 	Held       time.Duration // from the acquiring round's start to the end
-	Extensions int
-	Lost       bool // true: lost (Err set); false: released by Unlock
-	Err        error
+	Extensions int           // successful extensions (Extend or auto-extension)
+	// Lost is true when Done reported the lock lost; Err is then Err()'s
+	// error (ErrLockLost). It is false for a release by Unlock, and Err
+	// is Unlock's error: nil when a quorum released it.
+	Lost bool
+	Err  error
 }
 
 // reasonOf classifies a round error.
@@ -150,4 +168,110 @@ func (s *Stats) Snapshot() StatsSnapshot {
 		NodeErrors: s.nodeErrors.Load(), Extensions: s.extensions.Load(),
 		Released: s.released.Load(), Lost: s.lost.Load(),
 	}
+}
+
+// The calls into the Observer and the logger. Each is reached only when
+// one is set, behind a nil check on the hot path.
+
+// observeNode reports node i's reply to its round, and logs the restart
+// guard's verdicts on it.
+func (rd *round) observeNode(i int, r reply, lat time.Duration) {
+	if r.unsent {
+		return
+	}
+	nd := rd.c.nodes[i]
+	if o := rd.cfg.obs; o != nil {
+		o.ObserveNode(NodeEvent{Op: rd.op.String(), Node: i, Addr: nd.addr, Status: r.st, Err: r.err, Latency: lat})
+	}
+	if l := rd.cfg.log; l != nil && nd.guard != nil && rd.op != opRelease {
+		nd.logGuard(l, r)
+	}
+}
+
+// observeRound reports a decided round.
+func (rd *round) observeRound(out outcome) {
+	var err error
+	if out.err != nil {
+		err = out.err // never a typed nil
+	}
+	rd.cfg.obs.ObserveRound(RoundEvent{
+		Op: rd.op.String(), Keys: rd.keys, Reason: reasonOf(err),
+		Duration: time.Since(rd.start), Err: err,
+	})
+}
+
+// observeCleanup reports the clean-up release of a lost attempt on nd,
+// and logs it when it failed: the key then lives out its TTL.
+func (rd *round) observeCleanup(nd *node, r reply, lat time.Duration) {
+	if r.unsent {
+		return
+	}
+	if o := rd.cfg.obs; o != nil {
+		o.ObserveNode(NodeEvent{Op: opRelease.String(), Node: nd.idx, Addr: nd.addr, Status: r.st, Err: r.err, Latency: lat})
+	}
+	if l := rd.cfg.log; l != nil && r.st == NodeFailed {
+		l.Debug("redlock: clean-up release of a lost attempt failed; the key expires with its TTL",
+			"keys", rd.keys, "node", nd.idx, "addr", nd.addr, "err", r.err)
+	}
+}
+
+// logGuard logs when the restart guard starts refusing a node's votes,
+// and when it stops: once per change, not per request.
+func (nd *node) logGuard(l *slog.Logger, r reply) {
+	switch {
+	case r.st == NodeFailed && errors.Is(r.err, ErrNodeRestarted):
+		if nd.refused.CompareAndSwap(false, true) {
+			l.Info("redlock: node restarted recently; the restart guard refuses its votes",
+				"node", nd.idx, "addr", nd.addr, "err", r.err)
+		}
+	case r.st != NodeFailed:
+		if nd.refused.CompareAndSwap(true, false) {
+			l.Info("redlock: node votes again after the restart guard", "node", nd.idx, "addr", nd.addr)
+		}
+	}
+}
+
+// logDuplicate logs that two nodes turned out to be one server.
+func (c *Client) logDuplicate(err error) {
+	if l := c.cfg.log; l != nil {
+		l.Error("redlock: two nodes are one server; the client refuses every lock", "err", err)
+	}
+}
+
+// observeLostLocked reports that Done found l lost with err. l.mu is
+// held (see finishLocked).
+func (l *Lock) observeLostLocked(err error) {
+	if l.cfg == nil || (l.cfg.obs == nil && l.cfg.log == nil) {
+		return
+	}
+	held := time.Since(l.acquired)
+	if o := l.cfg.obs; o != nil {
+		o.ObserveLock(LockEvent{Keys: l.keys, Held: held, Extensions: l.extended, Lost: true, Err: err})
+	}
+	if lg := l.cfg.log; lg != nil {
+		lg.Warn("redlock: lock lost", "key", l.Key(), "held", held, "extensions", l.extended, "err", err)
+	}
+}
+
+// firstUnlockLocked reports whether the Unlock under way ends l for the
+// observer: the first Unlock of a lock handed to the caller and not
+// already reported lost. A win that tryLock undoes (a failed fenced
+// acquisition, a duplicate node) has no acquired time yet and is not a
+// lock that ended. l.mu is held, after stopWatch and before released is
+// set.
+func (l *Lock) firstUnlockLocked() bool {
+	return !l.released && !l.acquired.IsZero() && (l.w == nil || l.w.err == ErrReleased)
+}
+
+// observeUnlock reports the end of l by Unlock, whose release round
+// decided out.
+func (l *Lock) observeUnlock(out outcome) {
+	if l.cfg == nil || l.cfg.obs == nil {
+		return
+	}
+	var err error
+	if !out.won && out.err != nil {
+		err = out.err
+	}
+	l.cfg.obs.ObserveLock(LockEvent{Keys: l.keys, Held: time.Since(l.acquired), Extensions: l.Extensions(), Err: err})
 }

@@ -1,6 +1,8 @@
 package redlock
 
 import (
+	"log/slog"
+	"strings"
 	"time"
 )
 
@@ -27,12 +29,16 @@ type config struct {
 	fencing       bool          // WithFencing
 	restartGuard  time.Duration // WithRestartGuard; 0: off
 	noHandoff     bool          // WithHandoff(false)
+	prefix        string        // WithKeyPrefix; client-wide
+	obs           Observer      // WithObserver; nil: none
+	log           *slog.Logger  // WithLogger; nil: silent
 	err           error
 }
 
 // defaultConfig returns the defaults: drift factor 0.01, retry delay
 // 50ms, node timeout from the TTL, no retry bound, no hold limits, no
-// fencing, no restart guard, pub/sub hand-off on.
+// fencing, no restart guard, pub/sub hand-off on, no key prefix, no
+// observer, no logging.
 func defaultConfig() config {
 	return config{
 		driftFactor: DefaultDriftFactor,
@@ -236,4 +242,85 @@ func WithRestartGuard(d time.Duration) Option {
 // extra connection per node while waiting.
 func WithHandoff(on bool) Option {
 	return func(c *config) { c.noHandoff = !on }
+}
+
+// WithObserver makes the library report what it does to o: every node
+// request, every round and the end of every lock (see Observer, and
+// docs/observability.md for metric names). Stats is a ready-made one.
+// Given to New it applies to every call of the Client; given to a single
+// call, to that call's rounds and to the Lock it returns. nil turns
+// observation off. Default: none, and then observation costs one nil
+// check per event. A nil pointer of a concrete type is rejected with
+// ErrInvalid (its methods would panic on a node goroutine).
+func WithObserver(o Observer) Option {
+	return func(c *config) {
+		if o != nil && isNilPointer(o) {
+			c.err = invalidf("nil %T Observer", o)
+			return
+		}
+		c.obs = o
+	}
+}
+
+// WithLogger makes the library log the few events worth a line to l: a
+// lost lock (Warn), a node whose votes the restart guard starts or stops
+// refusing (Info), one server given twice (Error), a failed clean-up
+// release of a lost attempt (Debug). Nothing is logged per round or per
+// request. Default: nil, silent (slog.Default is not used). Given to a
+// single call it applies to that call's rounds and Lock; a duplicate
+// node is logged with the Client's logger.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) { c.log = l }
+}
+
+// WithKeyPrefix puts p in front of every key the library touches for a
+// lock, so that several applications can share nodes under ACL users
+// confined to their own prefix: a lock on key k is stored as p+k, its
+// fencing counter is FenceKey(p+k), and its release announcements go to
+// p+ReleaseChannel(k), with waiters subscribed to the pattern
+// p+"redlock:release:*". The ACL for a prefix "app1:" is therefore
+// ~app1:* for the keys and &app1:redlock:release:* for the hand-off:
+// Redis matches a pattern subscription literally against the channel
+// patterns of an ACL, so &app1:* lets Unlock announce but not waiters
+// subscribe, and they fall back to their retry delay (see
+// docs/security.md).
+//
+// Everything the API returns or reports names the keys as the caller
+// gave them, unprefixed: Lock.Key and Keys, QuorumError.Keys, the
+// Observer's events. Only the nodes see p+k; tools that read them
+// directly (redlock status --key) need the stored key. A multi-key lock's
+// keys are checked for a Redis Cluster slot with the prefix applied.
+//
+// It applies to a Client (given to New or NewMultiLock); a single call
+// may not change it (ErrInvalid), since Extend, Unlock and the Client's
+// release subscriptions must all agree on it. p must not contain "{" or
+// "}", which would change the hash tag, and so the Redis Cluster slot, of
+// the keys (ErrInvalid). Default: "", no prefix.
+func WithKeyPrefix(p string) Option {
+	return func(c *config) {
+		if strings.ContainsAny(p, "{}") {
+			c.err = invalidf("key prefix %q contains a hash tag brace", p)
+			return
+		}
+		c.prefix = p
+	}
+}
+
+// nodeKeys returns keys as stored on the nodes: with the key prefix.
+// Without one it returns keys itself.
+func (c *config) nodeKeys(keys []string) []string {
+	return prefixKeys(c.prefix, keys)
+}
+
+// prefixKeys returns keys with p in front of each; keys itself when p is
+// empty. It is the one place where the key prefix is applied to keys.
+func prefixKeys(p string, keys []string) []string {
+	if p == "" {
+		return keys
+	}
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = p + k
+	}
+	return out
 }

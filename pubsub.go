@@ -16,10 +16,11 @@ import (
 // Unlock's release script publishes on ReleaseChannel(key), on each node
 // where it deleted the key. A Lock call that found the key contended
 // joins its Client's hub, which holds one pattern subscription
-// (PSUBSCRIBE redlock:release:*) per node while any of the Client's Lock
-// calls waits, and retries as soon as a release of one of its keys
-// arrives instead of sleeping the rest of its retry delay. A message from
-// any node is only a hint: the retry is an ordinary attempt.
+// (PSUBSCRIBE redlock:release:*, after the key prefix if any) per node
+// while any of the Client's Lock calls waits, and retries as soon as a
+// release of one of its keys arrives instead of sleeping the rest of its
+// retry delay. A message from any node is only a hint: the retry is an
+// ordinary attempt.
 //
 // The jittered delay stays as the fallback, since messages are lost when
 // the holder's lock expires instead of being released, when a node is
@@ -41,7 +42,8 @@ const releasePrefix = "redlock:release:"
 // ReleaseChannel returns the pub/sub channel on which Unlock announces the
 // release of key on each node: "redlock:release:" + key. The message is
 // empty. Waiting Lock calls subscribe to it (see WithHandoff); other
-// programs may too.
+// programs may too. With WithKeyPrefix(p) the channel is
+// p + ReleaseChannel(key).
 func ReleaseChannel(key string) string { return releasePrefix + key }
 
 // hub multiplexes the release subscriptions of one Client among its
@@ -61,6 +63,7 @@ type waiter struct {
 
 // session is the set of subscriptions, one per node, of one busy period.
 type session struct {
+	chans     string // the channels' prefix: key prefix + releasePrefix
 	subs      []*redis.PubSub
 	done      chan struct{}
 	confirmed atomic.Bool // some node confirmed the subscription
@@ -122,7 +125,7 @@ func (h *hub) leave(w *waiter) {
 // objects are created without I/O; each reader goroutine subscribes, so
 // that a slow or dead node never holds up a Lock call.
 func (h *hub) start(c *Client) *session {
-	s := &session{done: make(chan struct{})}
+	s := &session{chans: c.cfg.prefix + releasePrefix, done: make(chan struct{})}
 	for _, nd := range c.nodes {
 		ps := nd.c.Subscribe(context.Background())
 		s.subs = append(s.subs, ps)
@@ -147,7 +150,7 @@ func (s *session) read(h *hub, ps *redis.PubSub) {
 	ctx := context.Background()
 	// An error leaves the pattern recorded; Receive reconnects and
 	// subscribes again.
-	_ = safely(func() error { return ps.PSubscribe(ctx, releasePrefix+"*") })
+	_ = safely(func() error { return ps.PSubscribe(ctx, s.chans+"*") })
 	var backoff *time.Timer
 	defer func() {
 		if backoff != nil {
@@ -179,7 +182,7 @@ func (s *session) read(h *hub, ps *redis.PubSub) {
 		}
 		switch m := msg.(type) {
 		case *redis.Message:
-			if k, ok := strings.CutPrefix(m.Channel, releasePrefix); ok {
+			if k, ok := strings.CutPrefix(m.Channel, s.chans); ok {
 				h.wakeKey(k)
 			}
 		case *redis.Subscription:

@@ -50,6 +50,7 @@ type request struct {
 	notify bool      // release: announce it on the release channel (pubsub.go)
 	origin time.Time // validity is measured from here; zero: the round's start
 	fkeys  []string  // keys followed by their fence counters, when fenced or opFence
+	prefix string    // WithKeyPrefix: put before every key and channel on the wire
 
 	// Set by prepare: the script and its EVALSHA command, boxed once per
 	// round. Each node gets its own copy of the argument slice (a go-redis
@@ -69,13 +70,14 @@ func (req *request) args(i int) []any {
 }
 
 // prepare builds the request's command for n nodes: EVALSHA of its op's
-// script with its keys and arguments.
+// script with its keys and arguments. The keys are the caller's; the key
+// prefix is applied here, to what goes on the wire only.
 func (req *request) prepare(n int) {
+	keys := prefixKeys(req.prefix, req.keys)
 	if (req.fenced || req.op == opFence) && req.fkeys == nil {
-		req.fkeys = fenceKeys(req.keys)
+		req.fkeys = fenceKeys(keys)
 	}
-	keys := req.keys
-	var a1, a2 any = req.token, nil
+	var a1, a2, a3 any = req.token, nil, nil
 	switch req.op {
 	case opAcquire:
 		req.script, a2 = scriptAcquire, pxMillis(req.ttl)
@@ -90,10 +92,18 @@ func (req *request) prepare(n int) {
 		req.script = scriptRelease
 		if req.notify {
 			a2 = releasePrefix
+			if req.prefix != "" {
+				// The channel is prefix + ReleaseChannel(key): the
+				// script drops the key's prefix after the channel's.
+				a2, a3 = req.prefix+releasePrefix, len(req.prefix)
+			}
 		}
 	}
 	w := 4 + len(keys)
 	if a2 != nil {
+		w++
+	}
+	if a3 != nil {
 		w++
 	}
 	all := make([]any, 0, (n+1)*w)
@@ -104,6 +114,9 @@ func (req *request) prepare(n int) {
 	all = append(all, a1)
 	if a2 != nil {
 		all = append(all, a2)
+	}
+	if a3 != nil {
+		all = append(all, a3)
 	}
 	for range n {
 		all = append(all, all[:w]...)
@@ -129,6 +142,7 @@ type reply struct {
 
 type round struct {
 	c       *Client
+	cfg     *config // the call's: observer and logger
 	req     *request
 	op      opKind
 	keys    []string
@@ -194,11 +208,12 @@ func (c *Client) run(ctx context.Context, op opKind, keys []string, token string
 func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome {
 	n := len(c.nodes)
 	if req.argv == nil {
+		req.prefix = cfg.prefix
 		req.prepare(n)
 	}
 	op, keys, token, ttl := req.op, req.keys, req.token, req.ttl
 	rd := &round{
-		c: c, req: req, op: op, keys: keys, token: token, ttl: ttl,
+		c: c, cfg: cfg, req: req, op: op, keys: keys, token: token, ttl: ttl,
 		need:    c.need,
 		timeout: cfg.timeoutFor(ttl),
 		drift:   cfg.driftFactor,
@@ -282,6 +297,9 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 		fence: rd.fence, fenceSynced: rd.fsync}
 	if out.won {
 		rd.mu.Unlock()
+		if cfg.obs != nil {
+			rd.observeRound(out)
+		}
 		return out
 	}
 	rd.won = false // a cancelled win is released like a loss
@@ -299,6 +317,9 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 		}
 	}
 	rd.mu.Unlock()
+	if cfg.obs != nil {
+		rd.observeRound(out)
+	}
 	if len(release) > 0 {
 		rd.releaseAll(release)
 	}
@@ -309,6 +330,11 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 func (rd *round) report(i int, r reply) {
 	st, err := r.st, r.err
 	lat := time.Since(rd.start)
+	if rd.cfg.obs != nil || rd.cfg.log != nil {
+		// Before the decision, so that the replies that decided a round
+		// are observed before the round is.
+		rd.observeNode(i, r, lat)
+	}
 	rd.mu.Lock()
 	rd.left--
 	last := rd.left == 0
@@ -454,13 +480,17 @@ func (rd *round) release(nd *node) {
 	defer cancel()
 	// A clean-up, not an Unlock: no announcement, so that the releases of
 	// split votes do not wake every waiter into another split.
-	_ = rd.c.exec(ctx, nd, &request{op: opRelease, keys: rd.keys, token: rd.token, ttl: rd.ttl})
+	start := time.Now()
+	r := rd.c.exec(ctx, nd, &request{op: opRelease, keys: rd.keys, token: rd.token, ttl: rd.ttl, prefix: rd.req.prefix})
+	if rd.cfg.obs != nil || rd.cfg.log != nil {
+		rd.observeCleanup(nd, r, time.Since(start))
+	}
 }
 
 // call runs one request on one node and classifies the reply. A release
 // is announced to waiters.
 func (c *Client) call(ctx context.Context, nd *node, op opKind, keys []string, token string, ttl time.Duration) (NodeStatus, error) {
-	r := c.exec(ctx, nd, &request{op: op, keys: keys, token: token, ttl: ttl, notify: op == opRelease})
+	r := c.exec(ctx, nd, &request{op: op, keys: keys, token: token, ttl: ttl, notify: op == opRelease, prefix: c.cfg.prefix})
 	return r.st, r.err
 }
 

@@ -83,11 +83,23 @@ func newClient(clients []redis.UniversalClient, need int, opts []Option) (*Clien
 	return &Client{nodes: nodes, need: need, cfg: cfg}, nil
 }
 
-// Nodes returns how many nodes the client votes over.
-func (c *Client) Nodes() int { return len(c.nodes) }
+// Nodes returns how many nodes the client votes over (0 for a nil
+// *Client).
+func (c *Client) Nodes() int {
+	if c == nil {
+		return 0
+	}
+	return len(c.nodes)
+}
 
-// Quorum returns how many nodes must agree: N/2+1 (N for MultiLock).
-func (c *Client) Quorum() int { return c.need }
+// Quorum returns how many nodes must agree: N/2+1 (N for MultiLock); 0
+// for a nil *Client.
+func (c *Client) Quorum() int {
+	if c == nil {
+		return 0
+	}
+	return c.need
+}
 
 // callConfig returns the configuration for one call: the client's, or a
 // copy with opts applied.
@@ -101,6 +113,9 @@ func (c *Client) callConfig(opts []Option) (*config, error) {
 	cfg := c.cfg
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
+	}
+	if cfg.prefix != c.cfg.prefix {
+		return nil, invalidf("WithKeyPrefix applies to a Client (New, NewMultiLock), not to a single call")
 	}
 	return &cfg, nil
 }
@@ -160,7 +175,11 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, &QuorumError{Op: "lock", Keys: keys, Quorum: c.need, reasons: []error{ErrNotObtained, err}}
+		qe := c.unsentError(opAcquire, keys, ErrNotObtained, err)
+		if cfg.obs != nil {
+			cfg.obs.ObserveRound(RoundEvent{Op: "lock", Keys: keys, Reason: reasonOf(qe), Err: qe})
+		}
+		return nil, qe
 	}
 	out := c.run(ctx, opAcquire, keys, token, ttl, cfg)
 	l := &Lock{c: c, keys: keys, token: token, ttl: ttl, cfg: cfg, acq: out.rd}
@@ -175,13 +194,15 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 	if !out.won {
 		return nil, out.err
 	}
-	l.acquired = out.start
-	l.deadline = out.start.Add(ttl - drift(ttl, cfg.driftFactor))
 	if cfg.fencing {
 		if err := c.fenceLock(ctx, l, out, cfg); err != nil {
 			return nil, err
 		}
 	}
+	// Set once the lock is the caller's: the Unlock of a win undone above
+	// does not report the end of a lock (see firstUnlockLocked).
+	l.acquired = out.start
+	l.deadline = out.start.Add(ttl - drift(ttl, cfg.driftFactor))
 	return l, nil
 }
 

@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -250,8 +251,15 @@ func TestNeverDeletesOthers(t *testing.T) {
 	require.NotErrorIs(t, err, redlock.ErrUnreachable)
 }
 
-// TestNoOverlap: many goroutines lock one key many times; no two are ever
-// inside the critical section while their Validity is positive.
+// holdBriefly is the critical section's work: 1-3ms of holding, so that
+// a second holder let in by a broken lock would be caught inside.
+func holdBriefly() {
+	time.Sleep(time.Millisecond + rand.N(2*time.Millisecond))
+}
+
+// TestNoOverlap: many goroutines lock one key many times and hold it for
+// a few milliseconds; no two are ever inside the critical section while
+// their Validity is positive.
 func TestNoOverlap(t *testing.T) {
 	_, clients := cluster(t, 5)
 	k := key(t)
@@ -278,6 +286,7 @@ func TestNoOverlap(t *testing.T) {
 							break
 						}
 					}
+					holdBriefly()
 					inside.Add(-1)
 				}
 				done.Add(1)
@@ -288,6 +297,34 @@ func TestNoOverlap(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, int64(workers*iters), done.Load())
 	require.Equal(t, int64(1), maxInside.Load(), "two holders overlapped")
+}
+
+// TestExtendUnlockRace: an Extend in flight when Unlock starts does not
+// revive the lock: once both have returned, Validity is not positive, and
+// an Extend that failed says the lock is not held.
+func TestExtendUnlockRace(t *testing.T) {
+	_, clients := cluster(t, 3)
+	c := newClient(t, clients)
+	ctx := context.Background()
+	const rounds = 100
+	for i := range rounds {
+		l, err := c.TryLock(ctx, key(t), 10*time.Second)
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		var extErr, unlErr error
+		wg.Add(2)
+		go func() { defer wg.Done(); extErr = l.Extend(ctx, 10*time.Second) }()
+		go func() { defer wg.Done(); unlErr = l.Unlock(ctx) }()
+		wg.Wait()
+		if v := l.Validity(); v > 0 {
+			t.Fatalf("round %d: want no validity after Unlock, got %v (Extend: %v)", i, v, extErr)
+		}
+		require.NoError(t, unlErr, "round %d", i)
+		if extErr != nil {
+			require.ErrorIs(t, extErr, redlock.ErrNotHeld, "round %d", i)
+		}
+		require.ErrorIs(t, l.Extend(ctx, 10*time.Second), redlock.ErrNotHeld, "round %d: Extend after Unlock", i)
+	}
 }
 
 // TestIdempotentAcquire: an attempt that finds its own token on a node

@@ -224,6 +224,27 @@ var malformed = []struct {
 	{"closed connection", nil},
 }
 
+// fencedMalformed are replies to a fenced acquire, which returns {1, f}
+// with f > 0 or {0, 0}, that its parser must refuse.
+var fencedMalformed = []struct {
+	name  string
+	reply []byte
+}{
+	{"vote with zero fence", []byte("*2\r\n:1\r\n:0\r\n")},
+	{"vote with negative fence", []byte("*2\r\n:1\r\n:-3\r\n")},
+	{"fence as bulk", []byte("*2\r\n:1\r\n$1\r\n1\r\n")},
+	{"vote as bulk", []byte("*2\r\n$1\r\n1\r\n:5\r\n")},
+	{"null fence", []byte("*2\r\n:1\r\n$-1\r\n")},
+	{"three elements", []byte("*3\r\n:1\r\n:1\r\n:1\r\n")},
+	{"one element", []byte("*1\r\n:1\r\n")},
+	{"empty array", []byte("*0\r\n")},
+	{"bare vote", []byte(":1\r\n")},
+	{"refusal with a fence", []byte("*2\r\n:0\r\n:5\r\n")},
+	{"taken marker", []byte("*2\r\n:-1\r\n:1\r\n")},
+	{"nested vote", []byte("*2\r\n*1\r\n:1\r\n:1\r\n")},
+	{"RESP3 map", []byte("%1\r\n:1\r\n:1\r\n")},
+}
+
 // hugeLengths make go-redis itself panic ("makeslice: len out of range")
 // while it reads the reply, on the goroutine that sent the command. They
 // run in a child process, so that a panic fails one test, not the run.
@@ -298,6 +319,35 @@ func TestReplyMalformed(t *testing.T) {
 					t.Parallel()
 					err := tryFake(t, replyPlan{target: target, garbage: m.reply, resp3: resp3, runID: fmt.Sprintf("fake%036d", i)})
 					requireNodeFailed(t, err)
+				})
+			}
+		}
+	}
+}
+
+// TestReplyMalformedFenced answers a fenced acquire with replies its
+// parser must refuse: the node fails with an error, on the first contact
+// (EVAL, pipelined with INFO) and on the next (EVALSHA, or EVAL after
+// NOSCRIPT).
+func TestReplyMalformedFenced(t *testing.T) {
+	for _, target := range []string{"EVALSHA", "EVAL"} {
+		for _, resp3 := range []bool{false, true} {
+			for i, m := range fencedMalformed {
+				name := fmt.Sprintf("%s/resp3=%v/%s", target, resp3, m.name)
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					plan := replyPlan{target: target, garbage: m.reply, resp3: resp3, runID: fmt.Sprintf("fenced%034d", i)}
+					f := startFake(t, plan.reply)
+					rl, err := redlock.New([]redis.UniversalClient{fakeClient(t, f.Addr())},
+						redlock.WithNodeTimeout(replyNodeTimeout), redlock.WithFencing())
+					require.NoError(t, err)
+					for attempt := range 2 {
+						l, err := rl.TryLock(context.Background(), key(t), 10*time.Second)
+						if err == nil {
+							t.Fatalf("attempt %d: want the garbage node's vote refused, got the lock with fence %d", attempt, l.Fence())
+						}
+						requireNodeFailed(t, err)
+					}
 				})
 			}
 		}

@@ -121,3 +121,95 @@ func TestDuplicateByRunID(t *testing.T) {
 		eventually(t, time.Second, func() bool { return get(t, cl, k) == "" }, "the refused attempt left a key")
 	}
 }
+
+// TestZeroLock: a zero Lock and a nil *Client answer with errors or zero
+// values, never a panic.
+func TestZeroLock(t *testing.T) {
+	ctx := context.Background()
+	var l redlock.Lock
+	require.ErrorIs(t, l.Unlock(ctx), redlock.ErrInvalid)
+	require.ErrorIs(t, l.Extend(ctx, time.Second), redlock.ErrInvalid)
+	require.ErrorContains(t, l.Extend(ctx, time.Second), "zero Lock")
+	require.Empty(t, l.Key())
+	require.Empty(t, l.Keys())
+	require.Empty(t, l.Token())
+	require.LessOrEqual(t, l.Validity(), time.Duration(0))
+	require.Zero(t, l.TTL())
+	require.Zero(t, l.Fence())
+	require.Zero(t, l.Extensions())
+	<-l.Done()
+	require.ErrorIs(t, l.Err(), redlock.ErrNotHeld)
+	require.Error(t, l.AutoExtend(ctx))
+
+	var c *redlock.Client
+	require.Zero(t, c.Nodes())
+	require.Zero(t, c.Quorum())
+}
+
+// requireAllNodes checks that err is a *QuorumError listing every node of
+// clients, in order, with its address.
+func requireAllNodes(t *testing.T, err error, clients []redis.UniversalClient) *redlock.QuorumError {
+	t.Helper()
+	var qe *redlock.QuorumError
+	require.ErrorAs(t, err, &qe)
+	require.Len(t, qe.Nodes, len(clients))
+	for i, n := range qe.Nodes {
+		if n.Node != i || n.Addr != clients[i].(*redis.Client).Options().Addr {
+			t.Fatalf("want node %d at %s, got %v", i, clients[i].(*redis.Client).Options().Addr, n)
+		}
+	}
+	return qe
+}
+
+// TestExtendUnlockErrorsListNodes: every error of Extend and Unlock on a
+// lock reaches a *QuorumError that lists every node, and keeps matching
+// its sentinels.
+func TestExtendUnlockErrorsListNodes(t *testing.T) {
+	_, clients := cluster(t, 3)
+	c := newClient(t, clients)
+	ctx := context.Background()
+	pending := func(t *testing.T, qe *redlock.QuorumError) {
+		t.Helper()
+		for _, n := range qe.Nodes {
+			require.Equal(t, redlock.NodePending, n.Status, "nothing was sent: %v", n)
+		}
+	}
+
+	t.Run("ctx done", func(t *testing.T) {
+		l, err := c.TryLock(ctx, key(t), 10*time.Second)
+		require.NoError(t, err)
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		err = l.Extend(cancelled, 10*time.Second)
+		require.ErrorIs(t, err, context.Canceled)
+		pending(t, requireAllNodes(t, err, clients))
+		require.NoError(t, l.Unlock(ctx))
+	})
+
+	t.Run("expired", func(t *testing.T) {
+		l, err := c.TryLock(ctx, key(t), 50*time.Millisecond)
+		require.NoError(t, err)
+		<-l.Done()
+		eventually(t, time.Second, func() bool { return l.Validity() <= 0 }, "validity never ran out")
+		err = l.Extend(ctx, 10*time.Second)
+		require.ErrorIs(t, err, redlock.ErrNotHeld)
+		require.ErrorIs(t, err, redlock.ErrExpired)
+		pending(t, requireAllNodes(t, err, clients))
+		for i, cl := range clients {
+			eventually(t, time.Second, func() bool { return get(t, cl, l.Key()) == "" }, "node %d: key outlived its TTL", i)
+		}
+		err = l.Unlock(ctx)
+		require.ErrorIs(t, err, redlock.ErrNotHeld)
+		requireAllNodes(t, err, clients)
+	})
+
+	t.Run("after Unlock", func(t *testing.T) {
+		l, err := c.TryLock(ctx, key(t), 10*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(ctx))
+		err = l.Extend(ctx, 10*time.Second)
+		require.ErrorIs(t, err, redlock.ErrNotHeld)
+		require.ErrorIs(t, err, redlock.ErrReleased)
+		pending(t, requireAllNodes(t, err, clients))
+	})
+}

@@ -15,7 +15,8 @@ var (
 	// too many nodes. It matches ErrNotHeld.
 	ErrLockLost = fmt.Errorf("redlock: lock lost: %w", ErrNotHeld)
 
-	// ErrReleased is what Lock.Err returns after Unlock.
+	// ErrReleased is what Lock.Err returns after Unlock; Extend's error
+	// after Unlock matches it too.
 	ErrReleased = errors.New("redlock: released")
 
 	// ErrHoldLimit is joined to ErrLockLost when auto-extension stopped
@@ -32,7 +33,8 @@ var (
 type watch struct {
 	done  chan struct{}
 	err   error
-	timer *time.Timer
+	timer *time.Timer // ends the watch when Validity falls to the loss margin
+	limit bool        // a hold limit stopped the extensions: the end says so
 
 	stop    chan struct{} // closed to stop the extender
 	stopped chan struct{} // closed when the extender has returned
@@ -43,30 +45,56 @@ type watch struct {
 func (l *Lock) watchLocked() *watch {
 	if l.w == nil {
 		l.w = &watch{done: make(chan struct{})}
-		switch d := time.Until(l.deadline); {
-		case l.released:
+		if l.released {
 			l.finishLocked(ErrReleased)
-		case d > 0:
-			l.w.timer = time.AfterFunc(d, l.checkExpiry)
-		default:
-			l.finishLocked(ErrLockLost)
+		} else {
+			l.armLocked()
 		}
 	}
 	return l.w
 }
 
-// checkExpiry runs when the deadline passes; an Extend may have moved it.
+// lossMarginLocked is how long before its deadline a lock that no
+// extension has carried further is reported lost (see Done): the
+// per-node timeout for its TTL, at most TTL/4, so that auto-extension,
+// which starts at TTL/2 left, has time for its retries. An extension
+// started later could not be known to succeed before Validity ends, and
+// the holder is left the margin to stop. l.mu must be held.
+func (l *Lock) lossMarginLocked() time.Duration {
+	if l.cfg == nil {
+		return 0 // a zero Lock
+	}
+	return min(l.cfg.timeoutFor(l.ttl), l.ttl/4)
+}
+
+// armLocked (re)arms the timer that ends the watch when Validity falls to
+// the loss margin, or ends it now if it already has. It runs whenever the
+// deadline may have moved, earlier as well as later, so that Done never
+// closes after Validity has reached 0. l.mu must be held.
+func (l *Lock) armLocked() {
+	w := l.w
+	if w == nil || w.err != nil {
+		return
+	}
+	d := time.Until(l.deadline) - l.lossMarginLocked()
+	switch {
+	case d <= 0 && w.limit:
+		l.finishLocked(errors.Join(ErrLockLost, ErrHoldLimit))
+	case d <= 0:
+		l.finishLocked(ErrLockLost)
+	case w.timer == nil:
+		w.timer = time.AfterFunc(d, l.checkExpiry)
+	default:
+		w.timer.Reset(d)
+	}
+}
+
+// checkExpiry runs when Validity falls to the loss margin; an Extend may
+// have moved the deadline since.
 func (l *Lock) checkExpiry() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.w.err != nil {
-		return
-	}
-	if d := time.Until(l.deadline); d > 0 {
-		l.w.timer.Reset(d)
-		return
-	}
-	l.finishLocked(ErrLockLost)
+	l.armLocked()
 }
 
 // finishLocked records why the lock ended and closes Done. l.mu held.
@@ -80,12 +108,23 @@ func (l *Lock) finishLocked(err error) {
 		w.timer.Stop()
 	}
 	close(w.done)
+	if err != ErrReleased {
+		l.observeLostLocked(err) // observer.go
+	}
 }
 
 // Done returns a channel that is closed when the lock can no longer be
-// proven held: its Validity ran out (with no successful Extend moving
-// it), auto-extension found it lost, or Unlock was called. Err says which.
-// For a nil *Lock it returns a closed channel.
+// proven held: its Validity fell to the loss margin with no successful
+// Extend having moved the deadline, auto-extension found it lost, or
+// Unlock was called. Err says which. For a nil *Lock it returns a closed
+// channel.
+//
+// The loss margin is the per-node timeout for the lock's TTL (see
+// WithNodeTimeout), at most TTL/4: Done closes that long before Validity
+// reaches 0, not at it, because an extension started later could not be
+// known to succeed in time, and the holder needs a moment to stop. An
+// Extend that moves the deadline, earlier (a smaller TTL, or a failed
+// Extend that shortened it) or later, moves Done's closing with it.
 func (l *Lock) Done() <-chan struct{} {
 	if l == nil {
 		ch := make(chan struct{})
@@ -115,8 +154,11 @@ func (l *Lock) Err() error {
 //
 // It extends by the lock's TTL each time Validity falls to half the TTL,
 // and retries a failed extension after a jittered delay of TTL/20 (at
-// least the per-node timeout) until Validity runs out. An extension that
-// finds the key missing or taken on too many nodes ends the lock at once.
+// least the per-node timeout) until Validity falls to the loss margin
+// (the per-node timeout, at most TTL/4; see Done), when Done closes with
+// ErrLockLost. An extension that finds the key missing or taken on too
+// many nodes ends the lock at once. After a hold limit, the lock lives
+// out its validity and Done closes at the same margin.
 // When ctx is done, extension stops and the lock lives out its validity.
 //
 // Unlock stops the extender and waits for it: no goroutine outlives the
@@ -164,17 +206,10 @@ func (l *Lock) extender(ctx context.Context, w *watch) {
 		}
 		if (l.cfg.maxExtensions > 0 && n >= l.cfg.maxExtensions) ||
 			(l.cfg.maxHold > 0 && time.Since(l.acquired)+ttl > l.cfg.maxHold) {
+			// Let the lock live out its validity (less the loss margin),
+			// then report: the armed timer ends the watch.
 			l.mu.Lock()
-			if w.err == nil {
-				// Let the lock live out its validity, then report.
-				w.timer.Stop()
-				d := time.Until(l.deadline)
-				w.timer = time.AfterFunc(max(d, 0), func() {
-					l.mu.Lock()
-					defer l.mu.Unlock()
-					l.finishLocked(errors.Join(ErrLockLost, ErrHoldLimit))
-				})
-			}
+			w.limit = true
 			l.mu.Unlock()
 			return
 		}
@@ -240,7 +275,9 @@ func (l *Lock) stopWatch(err error) {
 // when fn returns. While fn runs the lock is extended in the background
 // (see AutoExtend), and fn's ctx is cancelled, with the cause set to an
 // error matching ErrLockLost, the moment the lock can no longer be proven
-// held: no extension reached a quorum before Validity ran out.
+// held: no extension reached a quorum before Validity fell to the loss
+// margin (the per-node timeout, at most TTL/4; see Done). So fn is told
+// before the lease can end on the nodes, not after.
 //
 // Do returns Lock's error when the lock was not obtained, an error
 // matching ErrLockLost (and ErrNotHeld, with fn's error joined) when the

@@ -91,7 +91,8 @@ func TestMajorityKilledCancelsFn(t *testing.T) {
 }
 
 // TestAutoExtendDoneBeforeDeadline uses the *Lock API: Done closes no
-// later than the deadline once extensions cannot reach a quorum.
+// later than the deadline (on the monotonic clock) once extensions cannot
+// reach a quorum.
 func TestAutoExtendDoneBeforeDeadline(t *testing.T) {
 	nodes, clients := cluster(t, 3)
 	c := newClient(t, clients)
@@ -108,10 +109,51 @@ func TestAutoExtendDoneBeforeDeadline(t *testing.T) {
 		t.Fatal("Done did not close within 5s of losing the majority")
 	}
 	closed := time.Now()
-	require.False(t, closed.After(l.Deadline().Add(50*time.Millisecond)), "Done closed %v after the deadline", closed.Sub(l.Deadline()))
+	require.False(t, closed.After(l.Deadline()), "Done closed %v after the deadline", closed.Sub(l.Deadline()))
 	require.ErrorIs(t, l.Err(), redlock.ErrLockLost)
 	require.Error(t, l.Unlock(ctx))
 	require.ErrorIs(t, l.Err(), redlock.ErrLockLost, "the first cause stays")
+}
+
+// TestDoneFollowsEarlierDeadline: when an Extend moves the deadline
+// earlier, with a smaller TTL or by failing on a majority after some
+// nodes took the shorter TTL, Done closes before the new deadline, not at
+// the old one.
+func TestDoneFollowsEarlierDeadline(t *testing.T) {
+	ctx := context.Background()
+	const long, short = 10 * time.Second, 300 * time.Millisecond
+	waitDone := func(t *testing.T, l *redlock.Lock) {
+		t.Helper()
+		select {
+		case <-l.Done():
+		case <-time.After(long / 2):
+			t.Fatalf("Done did not close within %v; the deadline was %v away", long/2, time.Until(l.Deadline()))
+		}
+		closed := time.Now()
+		require.False(t, closed.After(l.Deadline()), "Done closed %v after the deadline", closed.Sub(l.Deadline()))
+		require.ErrorIs(t, l.Err(), redlock.ErrLockLost)
+	}
+	t.Run("smaller ttl", func(t *testing.T) {
+		_, clients := cluster(t, 3)
+		l, err := newClient(t, clients).TryLock(ctx, key(t), long)
+		require.NoError(t, err)
+		require.NoError(t, l.Err(), "arms Done's timer for the long deadline")
+		require.NoError(t, l.Extend(ctx, short))
+		require.Less(t, l.Validity(), short)
+		waitDone(t, l)
+		require.NoError(t, l.Unlock(ctx))
+	})
+	t.Run("failed extend", func(t *testing.T) {
+		nodes, clients := cluster(t, 3)
+		l, err := newClient(t, clients).TryLock(ctx, key(t), long)
+		require.NoError(t, err)
+		require.NoError(t, l.Err(), "arms Done's timer for the long deadline")
+		require.NoError(t, nodes[1].Kill())
+		require.NoError(t, nodes[2].Kill())
+		require.ErrorIs(t, l.Extend(ctx, short), redlock.ErrUnreachable)
+		require.Less(t, l.Validity(), short, "node 0 took the short TTL")
+		waitDone(t, l)
+	})
 }
 
 // TestHoldLimits: WithMaxExtensions and WithMaxHold stop auto-extension.
