@@ -1,0 +1,160 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed543a70bd/redlock/internal/redistest"
+)
+
+// pipelineCounter counts the pipelines of more than one command that a
+// client sends.
+type pipelineCounter struct{ batches, cmds atomic.Int64 }
+
+func (h *pipelineCounter) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *pipelineCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 1 {
+			h.batches.Add(1)
+			h.cmds.Add(int64(len(cmds)))
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// hammer runs workers goroutines that each lock and at once unlock n
+// distinct keys, and fails the test on any error. During the run, fault
+// (if not nil) is called once.
+func hammer(t *testing.T, c *Client, workers, n int, fault func()) {
+	t.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	var first atomic.Pointer[error]
+	for w := range workers {
+		wg.Go(func() {
+			for i := range n {
+				l, err := c.TryLock(ctx, fmt.Sprintf("%s-%d-%d", t.Name(), w, i), 10*time.Second)
+				if err == nil {
+					err = l.Unlock(ctx)
+				}
+				if err != nil {
+					failed.Add(1)
+					first.CompareAndSwap(nil, &err)
+				}
+			}
+		})
+	}
+	if fault != nil {
+		fault()
+	}
+	wg.Wait()
+	if p := first.Load(); p != nil {
+		t.Fatalf("%d of %d lock+unlock cycles failed; first: %v", failed.Load(), workers*n, *p)
+	}
+}
+
+// requireNoKeys waits (bounded) until every node is empty: the keys live
+// 10 s, so a key left behind by a release that overtook its acquire
+// stays well past the wait.
+func requireNoKeys(t *testing.T, clients []redis.UniversalClient) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		left := 0
+		for _, cl := range clients {
+			n, err := cl.DBSize(context.Background()).Result()
+			require.NoError(t, err)
+			left += int(n)
+		}
+		if left == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d keys left on the nodes 3s after every Unlock returned: a release ran before its acquire", left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestPipeBatchesInOrder: under concurrency, requests queued for a busy
+// node go out in pipelines of several commands, and a node still runs
+// each lock's release after its acquire: nothing is left behind, although
+// Unlock no longer sends a second release for grants that arrive after
+// it started.
+func TestPipeBatchesInOrder(t *testing.T) {
+	nodes := redistest.Nodes(t, 5)
+	clients := redistest.Clients(t, nodes)
+	h := new(pipelineCounter)
+	for _, cl := range clients {
+		cl.(*redis.Client).AddHook(h)
+	}
+	c, err := New(clients)
+	require.NoError(t, err)
+
+	hammer(t, c, 32, 100, nil)
+	requireNoKeys(t, clients)
+	require.Positive(t, h.batches.Load(), "32 goroutines never produced a pipeline of more than one command")
+	t.Logf("%d pipelines of %.1f commands on average", h.batches.Load(), float64(h.cmds.Load())/float64(h.batches.Load()))
+}
+
+// TestPipeNoScriptInBatch: nodes that lose their script cache while
+// batches are in flight (SCRIPT FLUSH, as after a restart) answer NOSCRIPT
+// in the middle of pipelines. Requests are run again with EVAL in their
+// place, or failed when a later request of the same lock already ran, so
+// no acquire lands after its own release: nothing is left behind.
+func TestPipeNoScriptInBatch(t *testing.T) {
+	nodes := redistest.Nodes(t, 5)
+	clients := redistest.Clients(t, nodes)
+	c, err := New(clients)
+	require.NoError(t, err)
+
+	stop := make(chan struct{})
+	var flushes atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, cl := range clients {
+				if cl.ScriptFlush(context.Background()).Err() == nil {
+					flushes.Add(1)
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+	ctx := context.Background()
+	var n, lost atomic.Int64
+	var workers sync.WaitGroup
+	for w := range 16 {
+		workers.Go(func() {
+			for i := range 100 {
+				l, err := c.TryLock(ctx, fmt.Sprintf("%s-%d-%d", t.Name(), w, i), 10*time.Second)
+				n.Add(1)
+				if err != nil {
+					lost.Add(1) // NOSCRIPT failures may cost a vote
+					continue
+				}
+				_ = l.Unlock(ctx)
+			}
+		})
+	}
+	workers.Wait()
+	close(stop)
+	wg.Wait()
+	require.Positive(t, flushes.Load())
+	require.Less(t, lost.Load(), n.Load()/2, "most attempts must still win")
+	requireNoKeys(t, clients)
+}
