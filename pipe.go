@@ -54,6 +54,14 @@ func (c *Client) submit(g *errgroup.Group, nd *node, j job) {
 	p := &nd.pipe
 	p.mu.Lock()
 	if p.busy {
+		if len(p.queue) >= maxQueue {
+			// The node has not answered for a long while (a client with
+			// no read timeout on a stalled server): fail at once rather
+			// than queue without bound.
+			p.mu.Unlock()
+			j.rd.report(j.i, reply{st: NodeFailed, err: errQueueFull, unsent: true})
+			return
+		}
 		p.queue = append(p.queue, j)
 		p.mu.Unlock()
 		return
@@ -204,6 +212,11 @@ func laterSameToken(jobs []job, cmds []*redis.Cmd, k int) bool {
 	}
 	return false
 }
+
+// maxQueue bounds the requests waiting for one node.
+const maxQueue = 4096
+
+var errQueueFull = fmt.Errorf("redlock: %d requests already wait for this node (stalled?)", maxQueue)
 
 // errRoundLost is the error of a queued acquire whose round was lost
 // before its turn came: it is not sent.

@@ -23,7 +23,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seed543a70bd/redlock/bench/internal/redisproc"
+	"github.com/seed543a70bd/redlock/internal/redisnode"
 )
 
 type quiet struct{}
@@ -79,14 +79,18 @@ func run(selected []string, iters int, duration time.Duration) (*results, error)
 	redis.SetLogger(quiet{}) // the slow-node cases make go-redis log pool timeouts
 
 	started := time.Now()
-	servers, err := redisproc.StartN(5)
+	servers, err := redisnode.StartN(5, redisnode.Options{})
 	if err != nil {
 		return nil, err
 	}
-	defer redisproc.CloseAll(servers)
+	defer func() {
+		for _, s := range servers {
+			_ = s.Close()
+		}
+	}()
 	e := &env{ctx: ctx, iters: iters, duration: duration}
 	for _, s := range servers {
-		e.addrs = append(e.addrs, s.Addr)
+		e.addrs = append(e.addrs, s.Addr())
 	}
 	fmt.Fprintf(os.Stderr, "redis-server nodes: %s\n", strings.Join(e.addrs, " "))
 	if slices.Contains(selected, scSlow) {

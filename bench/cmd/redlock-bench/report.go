@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
 
-	"github.com/seed543a70bd/redlock/bench/internal/redisproc"
+	"github.com/seed543a70bd/redlock/internal/redisnode"
 )
 
 // results is what -json writes.
@@ -47,7 +48,7 @@ type machine struct {
 func thisMachine() machine {
 	m := machine{
 		CPU: "unknown", NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
-		OS: runtime.GOOS + "/" + runtime.GOARCH, Go: runtime.Version(), Redis: redisproc.Version(),
+		OS: runtime.GOOS + "/" + runtime.GOARCH, Go: runtime.Version(), Redis: redisVersion(),
 	}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
@@ -211,4 +212,17 @@ func writeJSON(path string, res *results) error {
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// redisVersion returns the first line of `redis-server --version`.
+func redisVersion() string {
+	bin, err := redisnode.LookPath()
+	if err != nil {
+		return "unknown"
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
 }

@@ -1,8 +1,0 @@
-//go:build !linux
-
-package redisproc
-
-import "syscall"
-
-// sysProcAttr: no parent-death signal outside Linux; Close kills by PID.
-func sysProcAttr() *syscall.SysProcAttr { return nil }
