@@ -208,6 +208,49 @@ func TestStoppedNodeBounded(t *testing.T) {
 	}
 }
 
+// TestStoppedNodeBeforeFirstContact: two of five nodes accept
+// connections but never answer from the start. The client's first round
+// waits for them at most max(node timeout, FirstContactTimeout); later
+// rounds, won by the three others, do not wait for them at all, although
+// they were never identified.
+func TestStoppedNodeBeforeFirstContact(t *testing.T) {
+	nodes := redistest.Nodes(t, 5)
+	clients := make([]redis.UniversalClient, len(nodes))
+	for i, n := range nodes {
+		c := redis.NewClient(&redis.Options{
+			Addr: n.Addr(), ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
+			MaxRetries: -1,
+		})
+		t.Cleanup(func() { _ = c.Close() })
+		clients[i] = c
+	}
+	require.NoError(t, nodes[0].Pause())
+	require.NoError(t, nodes[1].Pause())
+	t.Cleanup(func() {
+		_ = nodes[0].Resume()
+		_ = nodes[1].Resume()
+	})
+	const nodeTimeout = 300 * time.Millisecond
+	const margin = 400 * time.Millisecond // generous for a loaded 2-core machine under -race
+	c := newClient(t, clients, redlock.WithNodeTimeout(nodeTimeout))
+	ctx := context.Background()
+
+	start := time.Now()
+	l, err := c.TryLock(ctx, key(t), 5*time.Second)
+	require.NoError(t, err, "three answering nodes are a majority")
+	require.Less(t, time.Since(start), max(nodeTimeout, redlock.FirstContactTimeout)+margin)
+	require.NoError(t, l.Unlock(ctx))
+
+	for range 3 {
+		start = time.Now()
+		l, err = c.TryLock(ctx, key(t), 5*time.Second)
+		took := time.Since(start)
+		require.NoError(t, err)
+		require.Less(t, took, nodeTimeout/2, "a won round waited for nodes that never answered")
+		require.NoError(t, l.Unlock(ctx))
+	}
+}
+
 // TestNeverDeletesOthers: after expiry, Extend and Unlock report
 // ErrNotHeld and leave the next holder's keys alone.
 func TestNeverDeletesOthers(t *testing.T) {
