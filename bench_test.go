@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -67,6 +68,27 @@ func benchWarm(b *testing.B, keys []string, f func(key string) error) {
 	b.ResetTimer()
 }
 
+// benchLoop runs cycle on keys in turn while b.Loop says so, and reports
+// the median cycle time (of the last 4096) as p50-us.
+func benchLoop(b *testing.B, keys []string, cycle func(key string) error) {
+	b.Helper()
+	lat := make([]time.Duration, 4096) // before the timed loop
+	n := 0
+	for ; b.Loop(); n++ {
+		start := time.Now()
+		if err := cycle(keys[n%len(keys)]); err != nil {
+			b.Fatal(err)
+		}
+		lat[n%len(lat)] = time.Since(start)
+	}
+	lat = lat[:min(n, len(lat))]
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2])/float64(time.Microsecond), "p50-us")
+}
+
 // BenchmarkTryLockUnlock is one uncontended TryLock + Unlock on 5 nodes.
 func BenchmarkTryLockUnlock(b *testing.B) {
 	c, err := redlock.New(benchClients(b, 5))
@@ -84,11 +106,7 @@ func BenchmarkTryLockUnlock(b *testing.B) {
 	}
 	b.ReportAllocs()
 	benchWarm(b, keys, cycle)
-	for i := 0; b.Loop(); i++ {
-		if err := cycle(keys[i%len(keys)]); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchLoop(b, keys, cycle)
 }
 
 // BenchmarkTryLockUnlockParallel is TryLockUnlock from GOMAXPROCS*8
@@ -139,11 +157,7 @@ func BenchmarkSetNXDelOneNode(b *testing.B) {
 	}
 	b.ReportAllocs()
 	benchWarm(b, keys, cycle)
-	for i := 0; b.Loop(); i++ {
-		if err := cycle(keys[i%len(keys)]); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchLoop(b, keys, cycle)
 }
 
 // BenchmarkSetNXDelFiveParallel is the raw floor on 5 nodes: SET NX PX on
@@ -180,9 +194,5 @@ func BenchmarkSetNXDelFiveParallel(b *testing.B) {
 	}
 	b.ReportAllocs()
 	benchWarm(b, keys, cycle)
-	for i := 0; b.Loop(); i++ {
-		if err := cycle(keys[i%len(keys)]); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchLoop(b, keys, cycle)
 }

@@ -79,15 +79,21 @@ func Overlaps(secs []Section) []Violation {
 				a := secs[i]
 				out = append(out, Violation{
 					Kind: Overlap, Key: k, A: i, B: j,
-					Detail: fmt.Sprintf("client %d held [%s, %s] and client %d held [%s, %s]: %s together",
-						a.Client, ms(a.Acquired), ms(a.End()), b.Client, ms(b.Acquired), ms(b.End()),
-						ms(min(a.End(), b.End())-b.Acquired)),
+					Detail: overlapDetail(a, b, 0),
 				})
 			}
 			active = append(active, j)
 		}
 	}
 	return out
+}
+
+// overlapDetail describes the overlap of a and the later b, numbering
+// clients from base (see TimelineOptions.OneBased).
+func overlapDetail(a, b Section, base int) string {
+	return fmt.Sprintf("client %d held [%s, %s] and client %d held [%s, %s]: %s together",
+		a.Client+base, ms(a.Acquired), ms(a.End()), b.Client+base, ms(b.Acquired), ms(b.End()),
+		ms(min(a.End(), b.End())-b.Acquired))
 }
 
 // StaleFences returns the accepted writes whose fencing token was not

@@ -118,3 +118,24 @@ func TestTimelineMarksOverlaps(t *testing.T) {
 		}
 	}
 }
+
+// TestTimelineOneBased numbers nodes and clients from 1, as the CLI does,
+// while the history's indices stay 0-based.
+func TestTimelineOneBased(t *testing.T) {
+	h := chaos.History{
+		Sections: []chaos.Section{sec(1, "k", 0, 50*msec, 100*msec), sec(2, "k", 20*msec, 60*msec, 120*msec)},
+		Events:   []chaos.Event{{At: 10 * msec, Node: 0, Kind: chaos.EventKill}, {At: 70 * msec, Node: 0, Kind: chaos.EventRestart}},
+		End:      150 * time.Millisecond,
+	}
+	svg := chaos.TimelineSVG(h, chaos.TimelineOptions{Nodes: 3, Found: chaos.Check(h), OneBased: true})
+	for _, want := range []string{">node 1</text>", ">node 3</text>", "node 1 kill", "kill n1", "node 1 restarted at", "client 3, fence 0", "client 2 held [0.0ms, 50.0ms] and client 3 held"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("want the timeline to contain %q", want)
+		}
+	}
+	for _, bad := range []string{">node 0</text>", "node 0 ", "client 1, fence"} {
+		if strings.Contains(svg, bad) {
+			t.Errorf("want no %q in a one-based timeline", bad)
+		}
+	}
+}

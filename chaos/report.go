@@ -13,23 +13,14 @@ import (
 // what it does, its verdict, and an SVG timeline of its history (see
 // Timeline). dir is created if needed.
 func WriteReport(dir string, results []Result) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	var b strings.Builder
-	b.WriteString(`<!doctype html><html><head><meta charset="utf-8"><title>redlock chaos report</title><style>
-body{font:14px sans-serif;margin:20px;color:#222}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
-td:first-child,th:first-child{text-align:left}.pass{color:#2ca02c;font-weight:bold}.fail{color:#d62728;font-weight:bold}
-section{margin:28px 0}.doc{color:#555;max-width:1100px}.legend span{display:inline-block;margin-right:14px}
-.sw{display:inline-block;width:14px;height:10px;margin-right:4px;vertical-align:middle}code{background:#f3f3f3}
-</style></head><body>`)
 	passed := 0
 	for _, r := range results {
 		if r.Pass {
 			passed++
 		}
 	}
-	fmt.Fprintf(&b, "<h1>redlock chaos report</h1><p>%s &middot; %d scenarios: %d passed, %d failed.</p>",
+	fmt.Fprintf(&b, "<p>%s &middot; %d scenarios: %d passed, %d failed.</p>",
 		time.Now().Format(time.RFC3339), len(results), passed, len(results)-passed)
 	b.WriteString("<table><tr><th>scenario</th><th>expect</th><th>result</th><th>acquisitions</th><th>violations</th><th>p50 acquire</th><th>p99 acquire</th><th>faults</th><th>time</th></tr>")
 	for _, r := range results {
@@ -38,7 +29,7 @@ section{margin:28px 0}.doc{color:#555;max-width:1100px}.legend span{display:inli
 			usString(r.P50AcquireUS), usString(r.P99AcquireUS), r.Faults, r.Seconds)
 	}
 	b.WriteString("</table>")
-	b.WriteString(legend)
+	b.WriteString(TimelineLegend)
 	docs := map[string]string{}
 	for _, s := range Scenarios() {
 		docs[s.Name] = s.Doc
@@ -63,9 +54,31 @@ section{margin:28px 0}.doc{color:#555;max-width:1100px}.legend span{display:inli
 		b.WriteString(Timeline(r, r.Nodes))
 		b.WriteString("</section>")
 	}
-	b.WriteString("</body></html>\n")
-	return os.WriteFile(filepath.Join(dir, "index.html"), []byte(b.String()), 0o644)
+	return WritePage(dir, "redlock chaos report", b.String())
 }
+
+// WritePage writes dir/index.html: a page titled title (an h1 too) in
+// the style of WriteReport's, followed by body. body is written as is, so
+// it must be trusted HTML: build it with html/template or escape what it
+// quotes. Classes pass and fail color a verdict; TimelineLegend and
+// TimelineSVG fit in. dir is created if needed. `redlock demo` writes its
+// report with it, so that the demo's and the suite's reports look alike.
+func WritePage(dir, title, body string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	t := html.EscapeString(title)
+	page := `<!doctype html><html><head><meta charset="utf-8"><title>` + t + `</title><style>` + pageStyle + `</style></head><body><h1>` + t + `</h1>` +
+		body + "</body></html>\n"
+	return os.WriteFile(filepath.Join(dir, "index.html"), []byte(page), 0o644)
+}
+
+const pageStyle = `
+body{font:14px sans-serif;margin:20px;color:#222}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
+td:first-child,th:first-child{text-align:left}.pass{color:#2ca02c;font-weight:bold}.fail{color:#d62728;font-weight:bold}
+section{margin:28px 0}.doc{color:#555;max-width:1100px}.legend span{display:inline-block;margin-right:14px}
+.sw{display:inline-block;width:14px;height:10px;margin-right:4px;vertical-align:middle}code{background:#f3f3f3}
+`
 
 func verdictHTML(pass bool) string {
 	if pass {
@@ -74,7 +87,9 @@ func verdictHTML(pass bool) string {
 	return `<span class="fail">FAIL</span>`
 }
 
-const legend = `<p class="legend"><b>Timeline:</b> time runs left to right on one monotonic clock.
+// TimelineLegend is an HTML paragraph that explains the colors and marks
+// of TimelineSVG, for a page written with WritePage.
+const TimelineLegend = `<p class="legend"><b>Timeline:</b> time runs left to right on one monotonic clock.
 Node lanes: <span><i class="sw" style="background:#d62728"></i>killed</span><span><i class="sw" style="background:#ff7f0e"></i>paused</span>
 <span><i class="sw" style="background:#e6c300"></i>slow</span><span><i class="sw" style="background:#9467bd"></i>partitioned</span>
 <span><i class="sw" style="background:#17becf"></i>clock skewed</span>; dashed lines mark each fault.

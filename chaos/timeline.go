@@ -75,9 +75,38 @@ func nodeStates(events []Event, node int, end time.Duration) []span {
 	return out
 }
 
-// Timeline returns r's history as an SVG document fragment.
+// TimelineOptions says what TimelineSVG draws besides the history.
+type TimelineOptions struct {
+	// Nodes is the number of node lanes, one per node whether or not it
+	// had a fault; events about other nodes are still drawn as lines.
+	// Default: 0, no node lanes.
+	Nodes int
+	// Found are the violations to mark: overlapping windows in red,
+	// stale fenced writes as red triangles. Their indices refer to the
+	// history's Sections and Writes. Default: none.
+	Found []Violation
+	// OneBased numbers nodes and clients from 1 in labels and tooltips,
+	// as the redlock CLI does; node index 0 reads "node 1". Default:
+	// false: numbered from 0, as the chaos suite's scenarios and errors
+	// name them. The indices in the History are 0-based either way.
+	OneBased bool
+}
+
+// Timeline returns r's history as an SVG document fragment with a lane
+// for each of nodes nodes: TimelineSVG of r.History, marking r.Found,
+// with nodes and clients numbered from 0.
 func Timeline(r Result, nodes int) string {
-	h := r.History
+	return TimelineSVG(r.History, TimelineOptions{Nodes: nodes, Found: r.Found})
+}
+
+// TimelineSVG returns h as an SVG document fragment (see the top of this
+// file and TimelineLegend). WriteReport draws each scenario with it;
+// `redlock demo` draws its run with it, so both reports read alike.
+func TimelineSVG(h History, o TimelineOptions) string {
+	base := 0
+	if o.OneBased {
+		base = 1
+	}
 	end := max(h.End, time.Millisecond)
 	x := func(t time.Duration) float64 {
 		return tlLeft + float64(min(max(t, 0), end))/float64(end)*(tlWidth-tlLeft-tlRight)
@@ -87,7 +116,7 @@ func Timeline(r Result, nodes int) string {
 
 	// Which sections and writes are part of a violation.
 	badSec, badWrite := map[int]bool{}, map[int]bool{}
-	for _, v := range r.Found {
+	for _, v := range o.Found {
 		if v.Kind == Overlap {
 			badSec[v.A], badSec[v.B] = true, true
 		} else {
@@ -96,17 +125,17 @@ func Timeline(r Result, nodes int) string {
 	}
 
 	// Node lanes.
-	for n := range nodes {
-		fmt.Fprintf(&b, `<text x="4" y="%.1f" class="lbl">node %d</text>`, y+tlRowH-2, n)
+	for n := range o.Nodes {
+		fmt.Fprintf(&b, `<text x="4" y="%.1f" class="lbl">node %d</text>`, y+tlRowH-2, n+base)
 		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#eef5ea"/>`, tlLeft, y, tlWidth-tlLeft-tlRight, tlRowH)
 		for _, s := range nodeStates(h.Events, n, end) {
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>node %d %s %s: %s to %s</title></rect>`,
-				x(s.from), y, math.Max(x(s.to)-x(s.from), 1), tlRowH, stateColors[s.kind], n, s.kind, html.EscapeString(s.detail), ms(s.from), ms(s.to))
+				x(s.from), y, math.Max(x(s.to)-x(s.from), 1), tlRowH, stateColors[s.kind], n+base, s.kind, html.EscapeString(s.detail), ms(s.from), ms(s.to))
 		}
 		for _, ev := range h.Events {
 			if ev.Node == n && ev.Kind == EventRestart { // an instant: mark it
 				fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="3" height="%.1f" fill="#222"><title>node %d restarted at %s: %s</title></rect>`,
-					x(ev.At)-1, y, tlRowH, n, ms(ev.At), html.EscapeString(ev.Detail))
+					x(ev.At)-1, y, tlRowH, n+base, ms(ev.At), html.EscapeString(ev.Detail))
 			}
 		}
 		y += tlRowH + 2
@@ -142,20 +171,20 @@ func Timeline(r Result, nodes int) string {
 			fill := clientColors[s.Client%len(clientColors)]
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"%s><title>client %d, fence %d, safe %s to %s (deadline %s, released %s)</title></rect>`,
 				x(s.Acquired), ry+1, math.Max(x(s.End())-x(s.Acquired), 1), tlRowH-2, fill, stroke,
-				s.Client, s.Fence, ms(s.Acquired), ms(s.End()), ms(s.Deadline), ms(s.Released))
+				s.Client+base, s.Fence, ms(s.Acquired), ms(s.End()), ms(s.Deadline), ms(s.Released))
 			if s.Released != Never && s.Released > s.Deadline { // held past validity: not safe
 				fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="2,2"/>`,
 					x(s.Deadline), ry+tlRowH/2, x(s.Released), ry+tlRowH/2, fill)
 			}
 		}
-		for _, v := range r.Found {
+		for _, v := range o.Found {
 			if v.Kind != Overlap || v.Key != k {
 				continue
 			}
 			a, c := h.Sections[v.A], h.Sections[v.B]
 			from, to := max(a.Acquired, c.Acquired), min(a.End(), c.End())
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#d62728" opacity="0.35"><title>%s</title></rect>`,
-				x(from), y, math.Max(x(to)-x(from), 2), laneH-6, html.EscapeString(v.String()))
+				x(from), y, math.Max(x(to)-x(from), 2), laneH-6, html.EscapeString(Violation{Kind: v.Kind, Key: v.Key, Detail: overlapDetail(a, c, base)}.String()))
 		}
 		ty := y + laneH - 5
 		for _, a := range h.Attempts {
@@ -179,7 +208,7 @@ func Timeline(r Result, nodes int) string {
 				c, what = "#555555", "rejected"
 			}
 			fmt.Fprintf(&b, `<path d="M%.1f %.1f l-3 -5 h6 z" fill="%s"><title>write by client %d with fence %d %s at %s</title></path>`,
-				x(w.Start), y+float64(nrows)*tlRowH+3, c, w.Client, w.Fence, what, ms(w.Start))
+				x(w.Start), y+float64(nrows)*tlRowH+3, c, w.Client+base, w.Fence, what, ms(w.Start))
 		}
 		y += laneH + 4
 	}
@@ -200,13 +229,13 @@ func Timeline(r Result, nodes int) string {
 			continue
 		}
 		fmt.Fprintf(&top, `<line x1="%.1f" y1="20" x2="%.1f" y2="%.1f" stroke="#333" stroke-dasharray="4,3" opacity="0.5"><title>%s: node %d %s %s</title></line>`,
-			x(ev.At), x(ev.At), height-20, ms(ev.At), ev.Node, ev.Kind, html.EscapeString(ev.Detail))
+			x(ev.At), x(ev.At), height-20, ms(ev.At), ev.Node+base, ev.Kind, html.EscapeString(ev.Detail))
 		// Events of one kind close together share a label: "kill n0,1,2".
 		if n := len(labels); n > 0 && labels[n-1].kind == ev.Kind && x(ev.At)-labels[n-1].x < 40 {
-			labels[n-1].nodes = append(labels[n-1].nodes, fmt.Sprint(ev.Node))
+			labels[n-1].nodes = append(labels[n-1].nodes, fmt.Sprint(ev.Node+base))
 			continue
 		}
-		labels = append(labels, label{x: x(ev.At), kind: ev.Kind, nodes: []string{fmt.Sprint(ev.Node)}})
+		labels = append(labels, label{x: x(ev.At), kind: ev.Kind, nodes: []string{fmt.Sprint(ev.Node + base)}})
 	}
 	lastEnd := -100.0
 	for _, l := range labels {

@@ -37,40 +37,18 @@ const (
 	demoKey    = "redlock-demo"
 	demoTTL    = time.Second
 	demoLongEv = 20 // one hold in 20 outlasts half the TTL, so it is auto-extended
+	demoVictim = 2  // the node killed and restarted: node 3
 )
 
-// hold is one worker's tenure of the lock, on this process's monotonic clock.
-type hold struct {
-	worker     int
-	token      string
-	start, end time.Time // from TryLock's return to the call of Unlock
-	deadline   time.Time // the lock's validity deadline: it was safe until min(end, deadline)
-	lost       bool
-	violation  bool // overlaps another worker's hold
-}
-
-// safeEnd returns the end of the hold's safe window.
-func (h hold) safeEnd() time.Time {
-	if h.deadline.Before(h.end) {
-		return h.deadline
-	}
-	return h.end
-}
-
-// nodeEvent is a fault injected by the demo.
-type nodeEvent struct {
-	at   time.Time
-	node int
-	what string
-}
+// Workers and nodes are numbered from 1 in all the demo prints and draws,
+// as elsewhere in the CLI; in code and in the chaos.History they are
+// 0-based indices.
 
 // demoRun is the shared state of one demo.
 type demoRun struct {
-	begin time.Time
+	rec *chaos.Recorder // attempts, holds and faults on one clock, for the checker and the report
 
 	mu      sync.Mutex
-	holds   []hold
-	events  []nodeEvent
 	holder  int // worker holding now, -1 for none
 	last    int // last worker that held, -1 before the first
 	handoff int
@@ -138,9 +116,9 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer closeAll(clients)
 	fmt.Fprintf(stdout, "Started %d redis-server nodes (appendonly yes, appendfsync always): %s\n", len(nodes), strings.Join(addrs, " "))
-	fmt.Fprintf(stdout, "%d workers contend for %q (TTL %v) for %v; node 3 will be killed while the lock is held, then restarted.\n\n", workers, demoKey, demoTTL, dur)
+	fmt.Fprintf(stdout, "%d workers contend for %q (TTL %v) for %v; node %d will be killed while the lock is held, then restarted.\n\n", workers, demoKey, demoTTL, dur, demoVictim+1)
 
-	d := &demoRun{begin: time.Now(), holder: -1, last: -1}
+	d := &demoRun{rec: chaos.NewRecorder(chaos.NewClock()), holder: -1, last: -1}
 	wctx, cancel := context.WithTimeout(ctx, dur)
 	defer cancel()
 	tty := isTerminal(stdout)
@@ -151,7 +129,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if tty {
 			fmt.Fprint(stdout, "\r\033[K")
 		}
-		fmt.Fprintf(stdout, "%6.2fs  "+format+"\n", append([]any{time.Since(d.begin).Seconds()}, args...)...)
+		fmt.Fprintf(stdout, "%6.2fs  "+format+"\n", append([]any{d.rec.Clock().Now().Seconds()}, args...)...)
 	}
 
 	var wg sync.WaitGroup
@@ -177,9 +155,9 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, "\r\033[K")
 	}
 
-	violations := d.check()
-	elapsed := time.Since(d.begin).Round(10 * time.Millisecond)
-	fmt.Fprintf(stdout, "\nSummary (%v, %d workers, %d nodes, quorum %d):\n", elapsed, workers, demoNodes, demoNodes/2+1)
+	h := d.rec.History()
+	violations := chaos.Overlaps(h.Sections) // the chaos suite's checker: with a correct lock, none
+	fmt.Fprintf(stdout, "\nSummary (%v, %d workers, %d nodes, quorum %d):\n", h.End.Round(10*time.Millisecond), workers, demoNodes, demoNodes/2+1)
 	fmt.Fprintf(stdout, "  acquisitions  %6d\n", d.acquired.Load())
 	fmt.Fprintf(stdout, "  hand-offs     %6d   (the lock passed from one worker to another)\n", d.handoffs())
 	fmt.Fprintf(stdout, "  extensions    %6d   (long holds kept alive by auto-extension)\n", d.extended.Load())
@@ -195,12 +173,10 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "                         ... and %d more\n", len(violations)-i)
 			break
 		}
-		fmt.Fprintf(stdout, "                         %v\n", v)
+		fmt.Fprintf(stdout, "                         %s\n", describe(h, v))
 	}
 
-	// TODO(lead): once package chaos exports its HTML report writer, record
-	// a chaos.History and write that report instead of this one.
-	path, err := d.writeReport(reportDir, workers, addrs, len(violations))
+	path, err := d.writeReport(reportDir, h, violations, workers, addrs)
 	if err != nil {
 		fmt.Fprintf(stderr, "redlock demo: report: %v\n", err)
 		return exitFailure
@@ -229,29 +205,16 @@ func (d *demoRun) progress(ctx context.Context, dur time.Duration, w io.Writer, 
 		}
 		out.Lock()
 		fmt.Fprintf(w, "\r\033[K%5.1fs/%v  acquisitions %d  hand-offs %d  extensions %d  errors %d  lost %d",
-			time.Since(d.begin).Seconds(), dur, d.acquired.Load(), d.handoffs(), d.extended.Load(), d.failed.Load(), d.lost.Load())
+			d.rec.Clock().Now().Seconds(), dur, d.acquired.Load(), d.handoffs(), d.extended.Load(), d.failed.Load(), d.lost.Load())
 		out.Unlock()
 	}
 }
 
-// check runs the chaos suite's checker on the holds and marks those that
-// overlap another worker's: with a correct lock there are none. It
-// returns the overlapping pairs.
-func (d *demoRun) check() []chaos.Violation {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	secs := make([]chaos.Section, len(d.holds))
-	for i, h := range d.holds {
-		secs[i] = chaos.Section{
-			Client: h.worker, Key: demoKey, Token: h.token,
-			Acquired: h.start.Sub(d.begin), Released: h.end.Sub(d.begin), Deadline: h.deadline.Sub(d.begin),
-		}
-	}
-	vs := chaos.Overlaps(secs)
-	for _, v := range vs {
-		d.holds[v.A].violation, d.holds[v.B].violation = true, true
-	}
-	return vs
+// describe tells of violation v in h (an overlap) with 1-based workers.
+func describe(h chaos.History, v chaos.Violation) string {
+	a, b := h.Sections[v.A], h.Sections[v.B]
+	return fmt.Sprintf("workers %d and %d both held the lock from %.3fs to %.3fs",
+		a.Client+1, b.Client+1, b.Acquired.Seconds(), min(a.End(), b.End()).Seconds())
 }
 
 // sleepCtx sleeps for d or until ctx is done; it reports whether it slept.

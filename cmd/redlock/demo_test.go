@@ -43,9 +43,15 @@ func TestDemo(t *testing.T) {
 	if err != nil {
 		t.Fatalf("want the report, got %v", err)
 	}
-	for _, w := range []string{"<svg", "node 3 killed", "node 3 restarted", "violations"} {
+	// The chaos suite's timeline, with nodes numbered from 1 as in the
+	// output: five node lanes, node 3's kill marked.
+	for _, w := range []string{"<title>redlock demo</title>", "<svg", "node 3 killed", "node 3 restarted", "violations",
+		`class="legend"`, ">node 1</text>", ">node 5</text>", "kill n3", "node 3 restarted at"} {
 		if !strings.Contains(string(b), w) {
 			t.Errorf("report: want %q in index.html", w)
 		}
+	}
+	if strings.Contains(string(b), ">node 0</text>") {
+		t.Errorf("report: want nodes numbered from 1, got a lane for node 0")
 	}
 }

@@ -3,33 +3,40 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
 	"github.com/seed543a70bd/redlock"
+	"github.com/seed543a70bd/redlock/chaos"
 	"github.com/seed543a70bd/redlock/internal/redisnode"
 )
 
-// The demo's workers and its fault: what happens; demo.go reports it.
+// The demo's workers and its fault: what happens, recorded in d.rec;
+// demo.go and report.go tell of it.
 
 // worker takes the lock over and over until ctx is done.
 func (d *demoRun) worker(ctx context.Context, c *redlock.Client, w int) {
+	clock := d.rec.Clock()
 	for ctx.Err() == nil {
+		t0 := clock.Now()
 		l, err := c.TryLock(ctx, demoKey, demoTTL)
+		t1 := clock.Now()
 		if err != nil {
-			switch {
-			case ctx.Err() != nil:
+			if ctx.Err() != nil {
 				return
-			case errors.Is(err, redlock.ErrContended):
+			}
+			d.rec.Attempt(chaos.Attempt{Client: w, Key: demoKey, Start: t0, Latency: t1 - t0, Reason: attemptReason(err)})
+			if errors.Is(err, redlock.ErrContended) {
 				d.contended.Add(1)
-			default:
+			} else {
 				d.failed.Add(1)
 				d.lastErr.Store(&err)
 			}
 			sleepCtx(ctx, time.Duration(5+rand.IntN(20))*time.Millisecond)
 			continue
 		}
-		start := time.Now()
+		d.rec.Attempt(chaos.Attempt{Client: w, Key: demoKey, Start: t0, Latency: t1 - t0, OK: true})
 		d.take(w)
 		_ = l.AutoExtend(context.WithoutCancel(ctx))
 		work := time.Duration(5+rand.IntN(20)) * time.Millisecond
@@ -42,12 +49,30 @@ func (d *demoRun) worker(ctx context.Context, c *redlock.Client, w int) {
 		case <-l.Done():
 		}
 		t.Stop()
-		end := time.Now()
-		lost := errors.Is(l.Err(), redlock.ErrLockLost)
-		d.release(hold{worker: w, token: l.Token(), start: start, end: end, deadline: l.Deadline(), lost: lost}, l.Extensions())
+		d.rec.Section(chaos.Section{
+			Client: w, Key: demoKey, Token: l.Token(), Fence: l.Fence(),
+			Attempt: t0, Acquired: t1, Released: clock.Now(), Deadline: clock.Of(l.Deadline()),
+		})
+		d.release(w, l.Extensions(), errors.Is(l.Err(), redlock.ErrLockLost))
 		_ = l.Unlock(context.WithoutCancel(ctx))
 		sleepCtx(ctx, time.Duration(5+rand.IntN(10))*time.Millisecond) // let others in
 	}
+}
+
+// attemptReason classifies a failed TryLock as the chaos suite does, so
+// that the timeline draws its tick alike: red when a node was
+// unreachable, grey when the lock was only held by another worker.
+func attemptReason(err error) string {
+	contended, unreachable := errors.Is(err, redlock.ErrContended), errors.Is(err, redlock.ErrUnreachable)
+	switch {
+	case contended && unreachable:
+		return "contended+unreachable"
+	case contended:
+		return "contended"
+	case unreachable:
+		return "unreachable"
+	}
+	return "error: " + err.Error()
 }
 
 func (d *demoRun) take(w int) {
@@ -61,15 +86,14 @@ func (d *demoRun) take(w int) {
 	d.last = w
 }
 
-func (d *demoRun) release(h hold, ext int) {
+func (d *demoRun) release(w, ext int, lost bool) {
 	d.extended.Add(int64(ext))
-	if h.lost {
+	if lost {
 		d.lost.Add(1)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.holds = append(d.holds, h)
-	if d.holder == h.worker {
+	if d.holder == w {
 		d.holder = -1
 	}
 }
@@ -80,10 +104,11 @@ func (d *demoRun) handoffs() int {
 	return d.handoff
 }
 
-// faults kills node 3 while a worker holds the lock, about a third of the
-// way in, and restarts it at two thirds.
+// faults kills node demoVictim while a worker holds the lock, about a
+// third of the way in, and restarts it at two thirds. It records both in
+// d.rec, as the chaos suite records its faults.
 func (d *demoRun) faults(ctx context.Context, nodes []*redisnode.Node, dur time.Duration, say func(string, ...any)) {
-	const victim = 2 // node 3
+	victim := nodes[demoVictim]
 	if !sleepCtx(ctx, dur*3/10) {
 		return
 	}
@@ -91,14 +116,16 @@ func (d *demoRun) faults(ctx context.Context, nodes []*redisnode.Node, dur time.
 		d.mu.Lock()
 		holder := d.holder
 		if holder >= 0 {
-			err := nodes[victim].Kill()
-			d.events = append(d.events, nodeEvent{at: time.Now(), node: victim, what: "killed"})
+			err := victim.Kill()
+			if err == nil {
+				d.rec.Event(demoVictim, chaos.EventKill, fmt.Sprintf("while worker %d held the lock", holder+1))
+			}
 			d.mu.Unlock()
 			if err != nil {
-				say("killing node %d: %v", victim+1, err)
+				say("killing node %d: %v", demoVictim+1, err)
 				return
 			}
-			say("killed node %d (%s) while worker %d held the lock", victim+1, nodes[victim].Addr(), holder+1)
+			say("killed node %d (%s) while worker %d held the lock", demoVictim+1, victim.Addr(), holder+1)
 			break
 		}
 		d.mu.Unlock()
@@ -106,16 +133,11 @@ func (d *demoRun) faults(ctx context.Context, nodes []*redisnode.Node, dur time.
 			return
 		}
 	}
-	if !sleepCtx(ctx, dur*35/100) {
-		ctx = context.Background() // restart it anyway, for the record
-	}
-	err := nodes[victim].Restart()
-	d.mu.Lock()
-	d.events = append(d.events, nodeEvent{at: time.Now(), node: victim, what: "restarted"})
-	d.mu.Unlock()
-	if err != nil {
-		say("restarting node %d: %v", victim+1, err)
+	sleepCtx(ctx, dur*35/100) // if the run ends first, restart it anyway, for the record
+	if err := victim.Restart(); err != nil {
+		say("restarting node %d: %v", demoVictim+1, err)
 		return
 	}
-	say("restarted node %d; its append-only file kept every key it had granted", victim+1)
+	d.rec.Event(demoVictim, chaos.EventRestart, "from its append-only file")
+	say("restarted node %d; its append-only file kept every key it had granted", demoVictim+1)
 }
