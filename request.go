@@ -1,0 +1,252 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// One request to one node: building the script command (once per round,
+// for every node), sending it, and classifying the reply.
+
+// request is what a round sends to every node.
+type request struct {
+	op     opKind
+	keys   []string
+	token  string
+	ttl    time.Duration
+	fenced bool      // acquire: also raise the fence counters (acquire_fenced.lua)
+	fence  int64     // opFence: the fencing token to raise the counters to
+	notify bool      // release: announce it on the release channel (pubsub.go)
+	origin time.Time // validity is measured from here; zero: the round's start
+	fkeys  []string  // keys followed by their fence counters, when fenced or opFence
+	prefix string    // WithKeyPrefix: put before every key and channel on the wire
+
+	// Set by prepare: the script and its EVALSHA command, boxed once per
+	// round. Each node gets its own copy of the argument slice (a go-redis
+	// hook may rewrite arguments in place), all in one allocation, and a
+	// last, pristine copy is the template for EVAL.
+	script *luaScript
+	argv   []any // n+1 copies of width each
+	width  int
+}
+
+// args returns node i's command.
+func (req *request) args(i int) []any {
+	if (i+2)*req.width > len(req.argv) {
+		i = 0 // prepared for one node (a clean-up release)
+	}
+	return req.argv[i*req.width : (i+1)*req.width : (i+1)*req.width]
+}
+
+// prepare builds the request's command for n nodes: EVALSHA of its op's
+// script with its keys and arguments. The keys are the caller's; the key
+// prefix is applied here, to what goes on the wire only.
+func (req *request) prepare(n int) {
+	keys := prefixKeys(req.prefix, req.keys)
+	if (req.fenced || req.op == opFence) && req.fkeys == nil {
+		req.fkeys = fenceKeys(keys)
+	}
+	var a1, a2, a3 any = req.token, nil, nil
+	switch req.op {
+	case opAcquire:
+		req.script, a2 = scriptAcquire, pxMillis(req.ttl)
+		if req.fenced {
+			req.script, keys = scriptAcquireFenced, req.fkeys
+		}
+	case opExtend:
+		req.script, a2 = scriptExtend, pxMillis(req.ttl)
+	case opFence:
+		req.script, keys, a2 = scriptFence, req.fkeys, req.fence
+	default:
+		req.script = scriptRelease
+		if req.notify {
+			a2 = releasePrefix
+			if req.prefix != "" {
+				// The channel is prefix + ReleaseChannel(key): the
+				// script drops the key's prefix after the channel's.
+				a2, a3 = req.prefix+releasePrefix, len(req.prefix)
+			}
+		}
+	}
+	w := 4 + len(keys)
+	if a2 != nil {
+		w++
+	}
+	if a3 != nil {
+		w++
+	}
+	all := make([]any, 0, (n+1)*w)
+	all = append(all, "evalsha", req.script.sha, len(keys))
+	for _, k := range keys {
+		all = append(all, k)
+	}
+	all = append(all, a1)
+	if a2 != nil {
+		all = append(all, a2)
+	}
+	if a3 != nil {
+		all = append(all, a3)
+	}
+	for range n {
+		all = append(all, all[:w]...)
+	}
+	req.argv, req.width = all, w
+}
+
+// evalArgs is the EVAL form of the command, for a node that does not have
+// the script cached.
+func (req *request) evalArgs() []any {
+	args := append([]any(nil), req.argv[len(req.argv)-req.width:]...)
+	args[0], args[1] = "eval", req.script.src
+	return args
+}
+
+// reply is one node's answer.
+type reply struct {
+	st     NodeStatus
+	fence  int64 // fenced acquire: the node's counter after the grant
+	err    error
+	unsent bool // never sent: nothing to release
+}
+
+// exec runs one request on one node and classifies the reply. With the
+// restart guard on, a grant from a node that restarted too recently is
+// turned into a failure (see guard.go). A reply of the wrong type, and a
+// panic of go-redis on a malformed reply, are node failures.
+func (c *Client) exec(ctx context.Context, nd *node, req *request) (rep reply) {
+	defer func() {
+		if p := recover(); p != nil {
+			rep = reply{st: NodeFailed, err: fmt.Errorf("redlock: malformed reply: go-redis panicked: %v", p)}
+		}
+	}()
+	if req.argv == nil {
+		req.prepare(1)
+	}
+	sent, fail := c.before(nd, req)
+	if fail != nil {
+		return *fail
+	}
+	var res any
+	var err error
+	if nd.identified.Load() {
+		res, err = nd.c.Do(ctx, req.args(nd.idx)...).Result()
+	} else {
+		res, err = c.firstContact(ctx, nd, req)
+	}
+	if isNoScript(err) {
+		res, err = c.eval(ctx, nd, req)
+	}
+	return c.after(ctx, nd, req, res, err, sent)
+}
+
+// firstContact sends INFO server and req in one pipeline, so that a node
+// is identified by its run_id (see identify) within the same per-node
+// timeout as the request. A node that turns out to duplicate another
+// fails the request, and Client.dupErr makes the round refuse a win.
+//
+// The request goes as EVAL, which also caches the script on the node.
+func (c *Client) firstContact(ctx context.Context, nd *node, req *request) (any, error) {
+	pl := nd.c.Pipeline()
+	info := pl.Info(ctx, "server")
+	cmd := redis.NewCmd(ctx, req.evalArgs()...)
+	_ = pl.Process(ctx, cmd)
+	_, xerr := pl.Exec(ctx)
+	res, err := cmd.Result()
+	if err == nil && res == nil {
+		err = xerr // the pipeline failed as a whole (dial, AUTH)
+		if err == nil {
+			err = redis.Nil
+		}
+	}
+	if err != nil && info.Err() != nil {
+		return nil, err // nothing learnt: identify on the next contact
+	}
+	if ierr := c.identified(nd, info.Val(), info.Err()); ierr != nil {
+		return nil, ierr
+	}
+	return res, err
+}
+
+// eval runs req's script with EVAL, for a node that lost its script
+// cache (a restart, SCRIPT FLUSH).
+func (c *Client) eval(ctx context.Context, nd *node, req *request) (any, error) {
+	return nd.c.Do(ctx, req.evalArgs()...).Result()
+}
+
+// before runs the checks due before a request is sent: with the restart
+// guard, a node known to be young is refused. It returns the sending
+// time the guard needs, or the reply of a refused request.
+func (c *Client) before(nd *node, req *request) (time.Time, *reply) {
+	if nd.guard == nil || req.op == opRelease {
+		return time.Time{}, nil
+	}
+	sent := time.Now()
+	if err := nd.guard.young(sent); err != nil {
+		return sent, &reply{st: NodeFailed, err: err}
+	}
+	return sent, nil
+}
+
+// after classifies a script's reply (res, err) to req, sent at sent.
+func (c *Client) after(ctx context.Context, nd *node, req *request, res any, err error, sent time.Time) reply {
+	if err != nil {
+		return reply{st: NodeFailed, err: nodeErr(ctx, err)}
+	}
+	v, f, ok := parseReply(res, req.op == opAcquire && req.fenced)
+	if !ok {
+		return reply{st: NodeFailed, err: errUnexpectedReply(res)}
+	}
+	var st NodeStatus
+	switch v {
+	case 1:
+		st = NodeOK
+	case 0:
+		st = NodeAbsent
+		if req.op == opAcquire {
+			st = NodeTaken
+		}
+	case -1:
+		st = NodeTaken
+	}
+	if st == NodeOK && nd.guard != nil && req.op != opRelease {
+		if err := nd.guard.admit(ctx, nd, sent); err != nil {
+			return reply{st: NodeFailed, err: nodeErr(ctx, err)}
+		}
+	}
+	return reply{st: st, fence: f}
+}
+
+// parseReply checks a script's reply: an integer 1, 0 or -1, or for a
+// fenced acquire {1, f} with f > 0 or {0, 0}. Anything else (a string of
+// digits, a RESP3 type, another number) is not what our scripts return.
+func parseReply(res any, fenced bool) (v, f int64, ok bool) {
+	if !fenced {
+		v, ok = res.(int64)
+		return v, 0, ok && (v == 1 || v == 0 || v == -1)
+	}
+	arr, ok := res.([]any)
+	if !ok || len(arr) != 2 {
+		return 0, 0, false
+	}
+	v, ok1 := arr[0].(int64)
+	f, ok2 := arr[1].(int64)
+	switch {
+	case !ok1 || !ok2:
+		return 0, 0, false
+	case v == 1 && f > 0, v == 0 && f == 0:
+		return v, f, true
+	}
+	return 0, 0, false
+}
+
+// nodeErr marks a request cut short by the per-node deadline as a timeout.
+func nodeErr(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return errors.Join(ErrNodeTimeout, err)
+	}
+	return err
+}
