@@ -76,6 +76,21 @@ func (c *Client) sharding() sharding {
 	return s
 }
 
+// checkSharded checks that a node sharded as the client's strictest node
+// can take keys, as stored (with the key prefix) and, with fencing, with
+// their fence counters, in one call. A single key without fencing always
+// can.
+func (c *Client) checkSharded(keys []string, cfg *config) error {
+	if c.shard == shardNone || (len(keys) == 1 && !cfg.fencing) {
+		return nil
+	}
+	stored := cfg.nodeKeys(keys)
+	if cfg.fencing {
+		stored = fenceKeys(stored)
+	}
+	return checkShards(stored, c.shard)
+}
+
 // checkShards returns an error matching ErrInvalid that names the first
 // key a node sharded by s cannot take in one call with keys[0], or nil.
 func checkShards(keys []string, s sharding) error {
@@ -84,14 +99,14 @@ func checkShards(keys []string, s sharding) error {
 		want := keySlot(keys[0])
 		for _, k := range keys[1:] {
 			if got := keySlot(k); got != want {
-				return invalidf("key %q is in hash slot %d but key %q in slot %d: a Redis Cluster node takes a multi-key lock in one slot only; give every key the same hash tag, e.g. \"{order:42}:items\" and \"{order:42}:stock\"", k, got, keys[0], want)
+				return invalidf("key %q is in hash slot %d but key %q in slot %d: a Redis Cluster node takes a multi-key or fenced lock in one slot only (a fenced key's counter is key+\":fence\"); give every key the same hash tag, e.g. \"{order:42}:items\" and \"{order:42}:stock\"", k, got, keys[0], want)
 			}
 		}
 	case shardTag:
 		want := hashTag(keys[0])
 		for _, k := range keys[1:] {
 			if got := hashTag(k); got != want {
-				return invalidf("key %q has hash tag %q but key %q has %q: a Ring node takes a multi-key lock on one shard only; give every key the same hash tag, e.g. \"{order:42}:items\" and \"{order:42}:stock\"", k, got, keys[0], want)
+				return invalidf("key %q has hash tag %q but key %q has %q: a Ring node takes a multi-key or fenced lock on one shard only (a fenced key's counter is key+\":fence\"); give every key the same hash tag, e.g. \"{order:42}:items\" and \"{order:42}:stock\"", k, got, keys[0], want)
 			}
 		}
 	}

@@ -189,8 +189,7 @@ func (c *Client) prepareKeys(keys []string, opts []Option) ([]string, *config, e
 	if err != nil {
 		return nil, nil, err
 	}
-	// The slots are those of the keys as stored: with the key prefix.
-	if err := checkShards(cfg.nodeKeys(keys), c.sharding()); err != nil {
+	if err := c.checkSharded(keys, cfg); err != nil {
 		return nil, nil, err
 	}
 	return keys, cfg, nil

@@ -747,4 +747,18 @@ func TestKeysCluster(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, repeat(l.Token(), 2), values(t, cc, oneSlot))
 	require.NoError(t, l.Unlock(ctx))
+
+	// With fencing, a key and its counter (key + ":fence") go in one
+	// script: an untagged key is refused up front (the cluster would
+	// answer CROSSSLOT on every attempt), a tagged one works.
+	fc := newClient(t, nodes, redlock.WithFencing())
+	_, err = fc.TryLock(ctx, "foo", time.Second)
+	require.ErrorIs(t, err, redlock.ErrInvalid)
+	require.ErrorContains(t, err, "fenced lock")
+	_, err = fc.Lock(ctx, "foo", time.Second)
+	require.ErrorIs(t, err, redlock.ErrInvalid)
+	l, err = fc.TryLock(ctx, tagged[0], 10*time.Second)
+	require.NoError(t, err)
+	require.Positive(t, l.Fence())
+	require.NoError(t, l.Unlock(ctx))
 }

@@ -43,6 +43,7 @@ type Client struct {
 	cfg   config
 
 	idMu   sync.Mutex            // serialises identify
+	shard  sharding              // the strictest sharding among the nodes (keys.go)
 	dupErr atomic.Pointer[error] // set once two nodes turn out to be one server
 	first  atomic.Bool           // the first round has started (see runReq)
 
@@ -80,7 +81,9 @@ func newClient(clients []redis.UniversalClient, need int, opts []Option) (*Clien
 			return nil, err
 		}
 	}
-	return &Client{nodes: nodes, need: need, cfg: cfg}, nil
+	c := &Client{nodes: nodes, need: need, cfg: cfg}
+	c.shard = c.sharding()
+	return c, nil
 }
 
 // Nodes returns how many nodes the client votes over (0 for a nil
@@ -141,6 +144,9 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 	if err != nil {
 		return nil, err
 	}
+	if err := c.checkSharded([]string{key}, cfg); err != nil {
+		return nil, err
+	}
 	token, err := cfg.newToken()
 	if err != nil {
 		return nil, err
@@ -164,6 +170,9 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	}
 	cfg, err := c.callConfig(opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.checkSharded([]string{key}, cfg); err != nil {
 		return nil, err
 	}
 	return c.lock(ctx, []string{key}, ttl, cfg)
