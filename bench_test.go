@@ -69,7 +69,7 @@ func benchWarm(b *testing.B, keys []string, f func(key string) error) {
 }
 
 // benchLoop runs cycle on keys in turn while b.Loop says so, and reports
-// the median cycle time (of the last 4096) as p50-us.
+// the median cycle time (of the last 4096) as p50-µs.
 func benchLoop(b *testing.B, keys []string, cycle func(key string) error) {
 	b.Helper()
 	lat := make([]time.Duration, 4096) // before the timed loop
@@ -86,7 +86,7 @@ func benchLoop(b *testing.B, keys []string, cycle func(key string) error) {
 		return
 	}
 	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2])/float64(time.Microsecond), "p50-us")
+	b.ReportMetric(float64(lat[len(lat)/2])/float64(time.Microsecond), "p50-µs")
 }
 
 // BenchmarkTryLockUnlock is one uncontended TryLock + Unlock on 5 nodes.

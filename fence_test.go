@@ -286,18 +286,7 @@ func TestFenceMonotonicWithRestarts(t *testing.T) {
 // counters agree and fencing needs no second round; "skewed" forces the
 // raise round on every acquisition by making every node's counter differ.
 func BenchmarkTryLockUnlockFenced(b *testing.B) {
-	nodes, err := redisnode.StartN(5, redisnode.Options{})
-	require.NoError(b, err)
-	clients := make([]redis.UniversalClient, len(nodes))
-	for i, nd := range nodes {
-		clients[i] = redis.NewClient(&redis.Options{Addr: nd.Addr()})
-	}
-	b.Cleanup(func() {
-		for i := range nodes {
-			_ = clients[i].Close()
-			_ = nodes[i].Close()
-		}
-	})
+	clients := benchClients(b, 5)
 	ctx := context.Background()
 	run := func(b *testing.B, c *redlock.Client, skew bool) {
 		k := key(b)

@@ -71,11 +71,18 @@ func get(t testing.TB, c redis.UniversalClient, key string) string {
 // eventually polls cond every 5ms until it holds or wait passes.
 func eventually(t testing.TB, wait time.Duration, cond func() bool, format string, args ...any) {
 	t.Helper()
+	poll(t, wait, 5*time.Millisecond, cond, format, args...)
+}
+
+// poll checks cond every interval until it holds, and fails the test with
+// the message when wait passes first.
+func poll(t testing.TB, wait, interval time.Duration, cond func() bool, format string, args ...any) {
+	t.Helper()
 	deadline := time.Now().Add(wait)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("after %v: "+format, append([]any{wait}, args...)...)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(interval)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed543a70bd/redlock"
-	"github.com/seed543a70bd/redlock/internal/redisnode"
 )
 
 // subscribed reports whether every client's node has at least n pattern
@@ -133,18 +132,7 @@ func TestHandoffFallback(t *testing.T) {
 // p90 in µs; compare "pubsub" with "poll-10ms" (WithHandoff(false) and a
 // 10ms retry delay, redsync's best case).
 func BenchmarkHandoff(b *testing.B) {
-	nodes, err := redisnode.StartN(5, redisnode.Options{})
-	require.NoError(b, err)
-	clients := make([]redis.UniversalClient, len(nodes))
-	for i, nd := range nodes {
-		clients[i] = redis.NewClient(&redis.Options{Addr: nd.Addr()})
-	}
-	b.Cleanup(func() {
-		for i := range nodes {
-			_ = clients[i].Close()
-			_ = nodes[i].Close()
-		}
-	})
+	clients := benchClients(b, 5)
 	ctx := context.Background()
 	bench := func(b *testing.B, opts ...redlock.Option) {
 		holder := newClient(b, clients)

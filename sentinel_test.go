@@ -59,13 +59,7 @@ func startReplicated(t testing.TB, name string) *replicatedNode {
 // harness's eventually at a pace that does not flood a sentinel.
 func waitFor(t testing.TB, wait time.Duration, cond func() bool, format string, args ...any) {
 	t.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: "+format, append([]any{wait}, args...)...)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll(t, wait, 50*time.Millisecond, cond, format, args...)
 }
 
 // startSentinel starts a Sentinel watching the masters with quorum 1, a
