@@ -49,18 +49,7 @@ func Check(h History) []Violation {
 // starts exactly when another ends does not overlap it. A window that is
 // empty (the lock was returned after its deadline) overlaps nothing.
 func Overlaps(secs []Section) []Violation {
-	byKey := map[string][]int{}
-	var keys []string
-	for i, s := range secs {
-		if s.End() <= s.Acquired {
-			continue
-		}
-		if _, ok := byKey[s.Key]; !ok {
-			keys = append(keys, s.Key)
-		}
-		byKey[s.Key] = append(byKey[s.Key], i)
-	}
-	sort.Strings(keys)
+	keys, byKey := groupByKey(secs, func(s Section) (string, bool) { return s.Key, s.End() > s.Acquired })
 	var out []Violation
 	for _, k := range keys {
 		idx := byKey[k]
@@ -88,6 +77,25 @@ func Overlaps(secs []Section) []Violation {
 	return out
 }
 
+// groupByKey returns the indexes of the items that keyOf keeps, grouped
+// by their key, and the keys in sorted order.
+func groupByKey[T any](items []T, keyOf func(T) (key string, keep bool)) ([]string, map[string][]int) {
+	byKey := map[string][]int{}
+	var keys []string
+	for i, it := range items {
+		k, keep := keyOf(it)
+		if !keep {
+			continue
+		}
+		if _, ok := byKey[k]; !ok {
+			keys = append(keys, k)
+		}
+		byKey[k] = append(byKey[k], i)
+	}
+	sort.Strings(keys)
+	return keys, byKey
+}
+
 // overlapDetail describes the overlap of a and the later b, numbering
 // clients from base (see TimelineOptions.OneBased).
 func overlapDetail(a, b Section, base int) string {
@@ -103,18 +111,7 @@ func overlapDetail(a, b Section, base int) string {
 // may be ordered either way by the resource, so only real-time order
 // counts for the first rule.
 func StaleFences(ws []Write) []Violation {
-	byKey := map[string][]int{}
-	var keys []string
-	for i, w := range ws {
-		if !w.Accepted {
-			continue
-		}
-		if _, ok := byKey[w.Key]; !ok {
-			keys = append(keys, w.Key)
-		}
-		byKey[w.Key] = append(byKey[w.Key], i)
-	}
-	sort.Strings(keys)
+	keys, byKey := groupByKey(ws, func(w Write) (string, bool) { return w.Key, w.Accepted })
 	var out []Violation
 	for _, k := range keys {
 		byStart := byKey[k]
