@@ -81,7 +81,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "redlock chaos: --duration must not be negative")
 		return ExitUsage
 	}
-	s := Suite{Params: Params{Short: *short, Duration: *dur}, Progress: stderr, Live: isTerminal(stderr)}
+	s := Suite{Params: Params{Short: *short, Duration: *dur}, Progress: stderr, Live: IsTerminal(stderr)}
 	if *names != "" {
 		s.Scenarios = strings.Split(*names, ",")
 		if _, err := Select(s.Scenarios); err != nil {
@@ -163,9 +163,9 @@ func writeJSONFile(path string, results []Result) error {
 	return f.Close()
 }
 
-// isTerminal reports whether w is a character device (a terminal), where
+// IsTerminal reports whether w is a character device (a terminal), where
 // a progress line can be redrawn in place.
-func isTerminal(w io.Writer) bool {
+func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false

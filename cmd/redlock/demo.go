@@ -121,7 +121,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	d := &demoRun{rec: chaos.NewRecorder(chaos.NewClock()), holder: -1, last: -1}
 	wctx, cancel := context.WithTimeout(ctx, dur)
 	defer cancel()
-	tty := isTerminal(stdout)
+	tty := chaos.IsTerminal(stdout)
 	var out sync.Mutex // serialises stdout between the progress line and events
 	say := func(format string, args ...any) {
 		out.Lock()
@@ -227,14 +227,4 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
-}
-
-// isTerminal reports whether w is a terminal, for the live progress line.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
