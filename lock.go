@@ -172,10 +172,10 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // still holds this lock's token (compare-and-delete), concurrently, and
 // succeeds when a quorum did. It never deletes another holder's key.
 //
-// Unlock is a clean-up and is not cut short by ctx's cancellation: each
-// node request is bounded by the per-node timeout instead. It returns
-// early once a quorum has released; the remaining nodes finish in the
-// background.
+// Unlock is a clean-up and is not cut short by ctx's cancellation: it
+// waits for the nodes at most the longer of the per-node timeout and
+// ReleaseTimeout (250ms) instead. It returns early once a quorum has
+// released; the remaining nodes finish in the background.
 //
 // Errors: ErrInvalid for a nil or zero *Lock or nil ctx; a *QuorumError
 // matching ErrNotHeld when fewer than a quorum still held the token (for

@@ -93,13 +93,21 @@ func WithDriftFactor(f float64) Option {
 // machine. Later rounds wait for the per-node timeout only.
 const FirstContactTimeout = 250 * time.Millisecond
 
+// ReleaseTimeout is how long Unlock waits for its nodes when that is
+// longer than the per-node timeout. A release does not spend the lock's
+// validity, so a short stall (a GC pause, a busy node) should not turn a
+// release that succeeds a moment later into ErrNotHeld. Unlock still
+// returns as soon as a quorum has released.
+const ReleaseTimeout = 250 * time.Millisecond
+
 // WithNodeTimeout bounds how long a round (acquire, extend, release)
 // waits for each node, whether or not the go-redis client has
 // ContextTimeoutEnabled: a node that has not answered by then counts as
 // failed and the round goes on without it. The request itself is not
 // abandoned: it runs on under the caller's context and the client's own
 // timeouts, and a late grant of a lost round is released. A client's
-// first round waits at least FirstContactTimeout. Default: ttl/20
+// first round waits at least FirstContactTimeout, and Unlock at least
+// ReleaseTimeout. Default: ttl/20
 // clamped to [5ms, 200ms]. d must be positive, else ErrInvalid.
 func WithNodeTimeout(d time.Duration) Option {
 	return func(c *config) {

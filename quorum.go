@@ -137,6 +137,9 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 		rd.res[i] = NodeResult{Node: i, Addr: nd.addr}
 	}
 	wait := rd.timeout
+	if op == opRelease {
+		wait = max(wait, ReleaseTimeout)
+	}
 	if c.first.CompareAndSwap(false, true) {
 		// The client's first round waits for every node's first contact,
 		// so that a server given twice is reported (ErrDuplicateNode)

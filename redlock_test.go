@@ -251,6 +251,57 @@ func TestStoppedNodeBeforeFirstContact(t *testing.T) {
 	}
 }
 
+// TestUnlockWaitsReleaseTimeout: a release does not spend validity, so
+// Unlock waits up to ReleaseTimeout, not the per-node timeout, for a
+// majority that stalls briefly; a majority stalled for longer is
+// reported as ErrNotHeld and ErrUnreachable within ReleaseTimeout.
+func TestUnlockWaitsReleaseTimeout(t *testing.T) {
+	nodes, clients := cluster(t, 3)
+	const nodeTimeout = 10 * time.Millisecond
+	const margin = 400 * time.Millisecond // generous for a loaded 2-core machine under -race
+	c := newClient(t, clients, redlock.WithNodeTimeout(nodeTimeout))
+	ctx := context.Background()
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			_ = n.Resume()
+		}
+	})
+
+	k := key(t)
+	l, err := c.TryLock(ctx, k, 5*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, nodes[1].Pause())
+	require.NoError(t, nodes[2].Pause())
+	done := make(chan error, 1)
+	go func() { done <- l.Unlock(ctx) }()
+	// The stall lasts several per-node timeouts but well under
+	// ReleaseTimeout: this sleep is the fault, not a synchronization.
+	time.Sleep(5 * nodeTimeout)
+	require.NoError(t, nodes[1].Resume())
+	require.NoError(t, nodes[2].Resume())
+	select {
+	case err := <-done:
+		require.NoError(t, err, "the stalled nodes released within ReleaseTimeout")
+	case <-time.After(redlock.ReleaseTimeout + margin):
+		t.Fatal("Unlock did not return")
+	}
+	for i, cl := range clients {
+		require.Empty(t, get(t, cl, k), "node %d kept the key", i)
+	}
+
+	l, err = c.TryLock(ctx, key(t), 5*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, nodes[1].Pause())
+	require.NoError(t, nodes[2].Pause())
+	start := time.Now()
+	err = l.Unlock(ctx)
+	took := time.Since(start)
+	require.ErrorIs(t, err, redlock.ErrNotHeld)
+	require.ErrorIs(t, err, redlock.ErrUnreachable)
+	require.GreaterOrEqual(t, took, redlock.ReleaseTimeout, "Unlock gave up before ReleaseTimeout")
+	require.Less(t, took, redlock.ReleaseTimeout+margin)
+}
+
 // TestNeverDeletesOthers: after expiry, Extend and Unlock report
 // ErrNotHeld and leave the next holder's keys alone.
 func TestNeverDeletesOthers(t *testing.T) {
