@@ -31,9 +31,11 @@ func cluster(t testing.TB, n int) ([]*redisnode.Node, []redis.UniversalClient) {
 	return nodes, redistest.Clients(t, nodes)
 }
 
+// newClient returns a Client on clients with testNodeTimeout, unless opts
+// set another per-node timeout (later options win).
 func newClient(t testing.TB, clients []redis.UniversalClient, opts ...redlock.Option) *redlock.Client {
 	t.Helper()
-	c, err := redlock.New(clients, opts...)
+	c, err := redlock.New(clients, append([]redlock.Option{redlock.WithNodeTimeout(testNodeTimeout)}, opts...)...)
 	require.NoError(t, err)
 	return c
 }
@@ -50,6 +52,13 @@ func deadClients(t testing.TB, n int) []redis.UniversalClient {
 }
 
 const foreignToken = "someone-else-0123456789"
+
+// testNodeTimeout is the per-node timeout newClient gives unless a test
+// sets its own: far above a node's reply time even on a loaded 2-core
+// machine under -race, so that a scheduling stall does not fail a test
+// that is not about timeouts. TestDefaultNodeTimeoutBoundsRound tests the
+// default, through redlock.New.
+const testNodeTimeout = 250 * time.Millisecond
 
 // holdForeign sets key on c to another holder's token.
 func holdForeign(t testing.TB, c redis.UniversalClient, key string, ttl time.Duration) {

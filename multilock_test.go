@@ -24,9 +24,11 @@ import (
 // Tests of MultiLock (every node must agree) and of locks over several
 // keys (Client and MultiLock), against real redis-server processes.
 
+// newMultiLock is newClient for a MultiLock: testNodeTimeout unless the
+// test sets its own.
 func newMultiLock(t testing.TB, clients []redis.UniversalClient, opts ...redlock.Option) *redlock.MultiLock {
 	t.Helper()
-	m, err := redlock.NewMultiLock(clients, opts...)
+	m, err := redlock.NewMultiLock(clients, append([]redlock.Option{redlock.WithNodeTimeout(testNodeTimeout)}, opts...)...)
 	require.NoError(t, err)
 	return m
 }

@@ -251,6 +251,49 @@ func TestStoppedNodeBeforeFirstContact(t *testing.T) {
 	}
 }
 
+// TestDefaultNodeTimeoutBoundsRound: with no WithNodeTimeout, a round
+// whose majority is stopped waits the default, ttl/20 clamped to
+// [5ms, 200ms], and no longer. (The other tests' newClient sets a
+// generous timeout; this one uses redlock.New as a user would.)
+func TestDefaultNodeTimeoutBoundsRound(t *testing.T) {
+	nodes := redistest.Nodes(t, 5)
+	clients := make([]redis.UniversalClient, len(nodes))
+	for i, n := range nodes {
+		c := redis.NewClient(&redis.Options{Addr: n.Addr(), ReadTimeout: 10 * time.Second, MaxRetries: -1})
+		t.Cleanup(func() { _ = c.Close() })
+		clients[i] = c
+	}
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			_ = n.Resume()
+		}
+	})
+	c, err := redlock.New(clients)
+	require.NoError(t, err)
+	ctx := context.Background()
+	l, err := c.TryLock(ctx, key(t), time.Second) // first contact while every node answers
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(ctx))
+	for _, n := range nodes[:3] {
+		require.NoError(t, n.Pause())
+	}
+	const margin = 400 * time.Millisecond // generous for a loaded 2-core machine under -race
+	for _, tc := range []struct {
+		ttl, want time.Duration
+	}{
+		{10 * time.Second, 200 * time.Millisecond}, // ttl/20 = 500ms, clamped
+		{4 * time.Second, 200 * time.Millisecond},
+		{2 * time.Second, 100 * time.Millisecond},
+	} {
+		start := time.Now()
+		_, err := c.TryLock(ctx, key(t), tc.ttl)
+		took := time.Since(start)
+		require.ErrorIs(t, err, redlock.ErrUnreachable, "ttl %v", tc.ttl)
+		require.GreaterOrEqual(t, took, tc.want, "ttl %v: the round gave up before the default node timeout", tc.ttl)
+		require.Less(t, took, tc.want+margin, "ttl %v: the round waited past the default node timeout", tc.ttl)
+	}
+}
+
 // TestUnlockWaitsReleaseTimeout: a release does not spend validity, so
 // Unlock waits up to ReleaseTimeout, not the per-node timeout, for a
 // majority that stalls briefly; a majority stalled for longer is
