@@ -55,6 +55,10 @@ var (
 	// the restart guard (WithRestartGuard): it restarted too recently to
 	// be trusted to remember the locks it granted.
 	ErrNodeRestarted = errors.New("redlock: node restarted recently")
+
+	// ErrClosed is returned by acquisitions on a Client or MultiLock
+	// after Close. It matches ErrInvalid.
+	ErrClosed = fmt.Errorf("%w: client closed", ErrInvalid)
 )
 
 func invalidf(format string, args ...any) error {

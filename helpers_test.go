@@ -37,6 +37,7 @@ func newClient(t testing.TB, clients []redis.UniversalClient, opts ...redlock.Op
 	t.Helper()
 	c, err := redlock.New(clients, append([]redlock.Option{redlock.WithNodeTimeout(testNodeTimeout)}, opts...)...)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,6 +21,21 @@ type Lock struct {
 
 	acquired time.Time // monotonic start of the acquiring round
 	fence    int64     // fencing token; 0 without WithFencing
+
+	// extMu serialises Extend rounds. Two Extends in flight at once
+	// could reach the nodes in either order while the deadline would be
+	// set by whichever returned last: Validity could then promise a long
+	// TTL that a later, shorter one had replaced on every node. One
+	// round at a time, and a node's requests run in order (pipe.go), so
+	// the last won round is what its quorum holds.
+	extMu sync.Mutex
+	// floor (nanoseconds; 0: none) is the smallest TTL of a request of
+	// this lock (acquire or extend) that failed, and so may still land
+	// on its node later than a request sent after it, even one that
+	// node granted: a timed-out request can sit in a paused server's
+	// socket while the next goes out on another connection. A later
+	// Extend therefore counts at most floor from its start.
+	floor atomic.Int64
 
 	mu       sync.Mutex
 	deadline time.Time // monotonic: start of the last won round + ttl - drift
@@ -108,6 +124,13 @@ func (l *Lock) Deadline() time.Time {
 // did. On success Validity is recomputed from Extend's own start:
 // ttl - elapsed - drift.
 //
+// Extends of one lock run one at a time (a second call waits for the
+// first one's round, at most its per-node timeout), so Validity never
+// promises more than the TTL the last won round set on a quorum, however
+// calls interleave, AutoExtend's included. When an earlier request of
+// the lock failed (it may still land later and set its TTL again), a
+// longer ttl counts only as long as that request's TTL.
+//
 // Errors: ErrInvalid for a nil or zero *Lock, a nil ctx or a bad ttl;
 // otherwise a *QuorumError listing every node (reach it with errors.As):
 // matching ctx.Err() when ctx is done before the call (nothing is sent,
@@ -133,6 +156,8 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return l.c.unsentError(opExtend, l.keys, err)
 	}
+	l.extMu.Lock()
+	defer l.extMu.Unlock()
 	l.mu.Lock()
 	left, released := time.Until(l.deadline), l.released
 	l.mu.Unlock()
@@ -142,8 +167,12 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	case left <= 0:
 		return l.c.unsentError(opExtend, l.keys, ErrNotHeld, ErrExpired)
 	}
-	out := l.c.run(ctx, opExtend, l.keys, l.token, ttl, l.cfg)
-	deadline := out.start.Add(ttl - drift(ttl, l.cfg.driftFactor))
+	out := l.c.run(ctx, opExtend, l.keys, l.token, ttl, l.cfg, &l.floor)
+	eff := ttl
+	if f := time.Duration(l.floor.Load()); f > 0 {
+		eff = min(eff, f)
+	}
+	deadline := out.start.Add(eff - drift(eff, l.cfg.driftFactor))
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
@@ -174,8 +203,12 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 //
 // Unlock is a clean-up and is not cut short by ctx's cancellation: it
 // waits for the nodes at most the longer of the per-node timeout and
-// ReleaseTimeout (250ms) instead. It returns early once a quorum has
-// released; the remaining nodes finish in the background.
+// ReleaseTimeout (250ms) instead. Within that bound it waits for every
+// node it can reach, not only a quorum, so that a process may exit as
+// soon as Unlock returns and leave no key behind. A node that has not
+// confirmed by then (stopped, unreachable, or answering with an error)
+// is retried in the background until it answers, the key's TTL has
+// passed, or Client.Close; the caller never waits for that.
 //
 // Errors: ErrInvalid for a nil or zero *Lock or nil ctx; a *QuorumError
 // matching ErrNotHeld when fewer than a quorum still held the token (for
@@ -201,7 +234,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if l.acq != nil {
 		l.acq.unlocked.Store(true)
 	}
-	out := l.c.run(ctx, opRelease, l.keys, l.token, ttl, l.cfg)
+	out := l.c.run(ctx, opRelease, l.keys, l.token, ttl, l.cfg, nil)
 	if first {
 		l.observeUnlock(out)
 	}

@@ -59,6 +59,17 @@ func NewMultiLock(nodes []redis.UniversalClient, opts ...Option) (*MultiLock, er
 	return &MultiLock{c: c}, nil
 }
 
+// check refuses a nil or zero MultiLock.
+func (m *MultiLock) check() error {
+	switch {
+	case m == nil:
+		return invalidf("nil *MultiLock")
+	case m.c == nil:
+		return invalidf("zero MultiLock: make one with NewMultiLock")
+	}
+	return nil
+}
+
 // Nodes returns how many nodes the MultiLock uses; every one must agree.
 func (m *MultiLock) Nodes() int {
 	if m == nil {
@@ -83,8 +94,8 @@ func (m *MultiLock) Nodes() int {
 // another owner), ErrUnreachable (a node failed), ErrExpired or ctx.Err().
 // Every failed attempt releases what it may have taken.
 func (m *MultiLock) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
-	if m == nil {
-		return nil, invalidf("nil *MultiLock")
+	if err := m.check(); err != nil {
+		return nil, err
 	}
 	return m.c.TryLock(ctx, key, ttl, opts...)
 }
@@ -98,8 +109,8 @@ func (m *MultiLock) TryLock(ctx context.Context, key string, ttl time.Duration, 
 // ErrNotObtained and ctx.Err(). Bad input (ErrInvalid, including
 // WithToken) is returned at once, without retrying.
 func (m *MultiLock) Lock(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
-	if m == nil {
-		return nil, invalidf("nil *MultiLock")
+	if err := m.check(); err != nil {
+		return nil, err
 	}
 	return m.c.Lock(ctx, key, ttl, opts...)
 }
@@ -113,8 +124,8 @@ func (m *MultiLock) Lock(ctx context.Context, key string, ttl time.Duration, opt
 // duplicate key, or keys that a Redis Cluster (or Ring) node cannot take
 // in one call; the error names the offending key.
 func (m *MultiLock) TryLockKeys(ctx context.Context, keys []string, ttl time.Duration, opts ...Option) (*Lock, error) {
-	if m == nil {
-		return nil, invalidf("nil *MultiLock")
+	if err := m.check(); err != nil {
+		return nil, err
 	}
 	return m.c.TryLockKeys(ctx, keys, ttl, opts...)
 }
@@ -122,8 +133,8 @@ func (m *MultiLock) TryLockKeys(ctx context.Context, keys []string, ttl time.Dur
 // LockKeys acquires all of keys, as one lock, for ttl on every node,
 // retrying like Lock. Its errors are those of TryLockKeys and Lock.
 func (m *MultiLock) LockKeys(ctx context.Context, keys []string, ttl time.Duration, opts ...Option) (*Lock, error) {
-	if m == nil {
-		return nil, invalidf("nil *MultiLock")
+	if err := m.check(); err != nil {
+		return nil, err
 	}
 	return m.c.LockKeys(ctx, keys, ttl, opts...)
 }
@@ -202,8 +213,8 @@ func (c *Client) prepareKeys(keys []string, opts []Option) ([]string, *config, e
 // Validity falls to the loss margin (see Lock.Done). Errors are those of
 // Client.Do.
 func (m *MultiLock) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...Option) error {
-	if m == nil {
-		return invalidf("nil *MultiLock")
+	if err := m.check(); err != nil {
+		return err
 	}
 	return m.c.Do(ctx, key, ttl, fn, opts...)
 }

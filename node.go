@@ -25,6 +25,7 @@ type node struct {
 	guard   *nodeGuard  // restart guard (guard.go); nil when off
 	refused atomic.Bool // the guard refused the last vote (for WithLogger)
 	pipe    pipe        // queues and batches the requests of rounds (pipe.go)
+	retry   retryQueue  // failed releases to retry (cleanup.go)
 }
 
 // failoverAddr is the placeholder address go-redis gives the clients of

@@ -275,3 +275,12 @@ func (l *Lock) observeUnlock(out outcome) {
 	}
 	l.cfg.obs.ObserveLock(LockEvent{Keys: l.keys, Held: time.Since(l.acquired), Extensions: l.Extensions(), Err: err})
 }
+
+// logDroppedRetry logs a failed release that will not be retried (after
+// Close, or with too many queued): its key expires with its TTL.
+func (c *Client) logDroppedRetry(nd *node, req *request) {
+	if l := c.cfg.log; l != nil {
+		l.Debug("redlock: failed release not retried; the key expires with its TTL",
+			"keys", req.keys, "node", nd.idx, "addr", nd.addr, "closed", c.isClosed())
+	}
+}

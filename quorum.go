@@ -65,6 +65,11 @@ type round struct {
 	fsync    bool    // fenced acquire: every node of the winning quorum had that counter
 	done     chan struct{}
 	settled  chan struct{} // closed by the last report; nil when nobody waits for it
+	// lateOK marks the nodes of a won acquire whose grant (or failure,
+	// which may have landed) was reported after the decision. Were the
+	// win then cut short by ctx, they must be released too: they are in
+	// no other list. Allocated on first use.
+	lateOK []bool
 
 	// unlocked is set by Unlock on the lock this acquire round won. A
 	// node's pipe runs Unlock's release after our acquire there (see
@@ -92,12 +97,28 @@ type outcome struct {
 // run fans the request out and blocks until the outcome is decided, the
 // per-node timeout passes, or ctx is done. An acquire is fenced when cfg
 // says so; a release is announced to waiters (see pubsub.go).
-func (c *Client) run(ctx context.Context, op opKind, keys []string, token string, ttl time.Duration, cfg *config) outcome {
+// An acquire or extend passes its lock's floor (see Lock.floor), lowered
+// to ttl when a request fails and so may still land later.
+func (c *Client) run(ctx context.Context, op opKind, keys []string, token string, ttl time.Duration, cfg *config, floor *atomic.Int64) outcome {
 	return c.runReq(ctx, &request{
 		op: op, keys: keys, token: token, ttl: ttl,
 		fenced: op == opAcquire && cfg.fencing,
 		notify: op == opRelease,
+		floor:  floor,
 	}, cfg)
+}
+
+// lowerFloor lowers *floor (nanoseconds; 0: none) to ttl.
+func lowerFloor(floor *atomic.Int64, ttl time.Duration) {
+	for {
+		cur := floor.Load()
+		if cur != 0 && cur <= int64(ttl) {
+			return
+		}
+		if floor.CompareAndSwap(cur, int64(ttl)) {
+			return
+		}
+	}
 }
 
 // runReq is run for a built request.
@@ -138,7 +159,11 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 	}
 	wait := rd.timeout
 	if op == opRelease {
+		// A release does not spend validity: it waits at least
+		// ReleaseTimeout, and for every node it can reach, not only a
+		// quorum, so that a process may exit as soon as Unlock returns.
 		wait = max(wait, ReleaseTimeout)
+		rd.settled = make(chan struct{})
 	}
 	if c.first.CompareAndSwap(false, true) {
 		// The client's first round waits for every node's first contact,
@@ -208,9 +233,12 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 		for i, nd := range c.nodes {
 			// Nodes still in flight (pending, or marked timed out above
 			// with the bare ErrNodeTimeout) are released by report when
-			// their reply comes.
+			// their reply comes: it sees rd.won false from now on. Those
+			// that replied between a win's decision and now (lateOK)
+			// are released here.
 			r := &rd.res[i]
-			if r.Status == NodeOK || (r.Status == NodeFailed && r.Err != ErrNodeTimeout) {
+			if r.Status == NodeOK || (r.Status == NodeFailed && r.Err != ErrNodeTimeout) ||
+				(rd.lateOK != nil && rd.lateOK[i]) {
 				release = append(release, nd)
 			}
 		}
@@ -240,19 +268,39 @@ func (rd *round) report(i int, r reply) {
 	if last && rd.settled != nil {
 		close(rd.settled)
 	}
+	if st == NodeFailed && !r.unsent && rd.req.floor != nil {
+		// The request may still land, later than the next one: see
+		// Lock.floor.
+		lowerFloor(rd.req.floor, rd.ttl)
+	}
 	if rd.decided {
 		// Our SET may have landed after the round was lost; or, where
 		// the request failed, after the lock it won was released (see
-		// unlocked).
-		late := rd.op == opAcquire && !r.unsent &&
-			((!rd.won && (st == NodeOK || st == NodeFailed)) || (st == NodeFailed && rd.unlocked.Load()))
+		// unlocked). A release that fails is retried (cleanup.go).
+		grant := rd.op == opAcquire && !r.unsent && (st == NodeOK || st == NodeFailed)
+		late := grant && (!rd.won || (st == NodeFailed && rd.unlocked.Load()))
+		if grant && rd.won {
+			// The win may yet be cut short by ctx (runReq).
+			if rd.lateOK == nil {
+				rd.lateOK = make([]bool, len(rd.res))
+			}
+			rd.lateOK[i] = true
+		}
+		retry := rd.op == opRelease && st == NodeFailed
 		rd.mu.Unlock()
 		if late {
 			rd.release(rd.c.nodes[i])
 		}
+		if retry {
+			rd.c.retryRelease(rd.c.nodes[i], rd.req, rd.ttl, err)
+		}
 		return
 	}
 	rd.res[i] = NodeResult{Node: i, Addr: rd.res[i].Addr, Status: st, Err: err, Latency: lat}
+	if rd.op == opRelease && st == NodeFailed {
+		// Retried in the background until the node answers (cleanup.go).
+		defer rd.c.retryRelease(rd.c.nodes[i], rd.req, rd.ttl, err)
+	}
 	if st == NodeOK {
 		rd.ok++
 		if rd.fences != nil {
@@ -360,7 +408,9 @@ func (rd *round) errorLocked(ctxErr error) *QuorumError {
 
 // releaseAll releases the lost attempt's keys on nodes concurrently and
 // waits, bounded by the per-node timeout, under a context the caller's
-// cancellation cannot cut short.
+// cancellation cannot cut short. A release that fails, or that is still
+// in flight when the wait ends and then fails, is retried in the
+// background (cleanup.go).
 func (rd *round) releaseAll(nodes []*node) {
 	var wg sync.WaitGroup
 	for _, nd := range nodes {
@@ -374,14 +424,23 @@ func (rd *round) releaseAll(nodes []*node) {
 	waitTimeout(&wg, rd.timeout)
 }
 
+// release is the clean-up release of this acquire round's token on nd.
+// Its request gets at least ReleaseTimeout: it spends no validity, and a
+// release cut at a per-node timeout of a few milliseconds on a loaded
+// machine would leave the key for its whole TTL. When it fails all the
+// same, it is retried in the background (cleanup.go).
 func (rd *round) release(nd *node) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(rd.parent), rd.timeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(rd.parent), max(rd.timeout, ReleaseTimeout))
 	defer cancel()
 	// A clean-up, not an Unlock: no announcement, so that the releases of
 	// split votes do not wake every waiter into another split.
 	start := time.Now()
-	r := rd.c.exec(ctx, nd, &request{op: opRelease, keys: rd.keys, token: rd.token, ttl: rd.ttl, prefix: rd.req.prefix})
+	req := &request{op: opRelease, keys: rd.keys, token: rd.token, ttl: rd.ttl, prefix: rd.req.prefix}
+	r := rd.c.exec(ctx, nd, req)
 	if rd.cfg.obs != nil || rd.cfg.log != nil {
 		rd.observeCleanup(nd, r, time.Since(start))
+	}
+	if r.st == NodeFailed {
+		rd.c.retryRelease(nd, req, rd.ttl, r.err)
 	}
 }

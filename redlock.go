@@ -48,6 +48,10 @@ type Client struct {
 	first  atomic.Bool           // the first round has started (see runReq)
 
 	hub hub // release subscriptions of waiting Lock calls (pubsub.go)
+
+	closed    chan struct{}  // closed by Close; nil for a zero Client
+	closeOnce sync.Once      // closes closed
+	bg        sync.WaitGroup // release retry loops (cleanup.go)
 }
 
 // New returns a Client over nodes, which must be independent Redis
@@ -81,7 +85,7 @@ func newClient(clients []redis.UniversalClient, need int, opts []Option) (*Clien
 			return nil, err
 		}
 	}
-	c := &Client{nodes: nodes, need: need, cfg: cfg}
+	c := &Client{nodes: nodes, need: need, cfg: cfg, closed: make(chan struct{})}
 	c.shard = c.sharding()
 	return c, nil
 }
@@ -190,8 +194,17 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 		}
 		return nil, qe
 	}
-	out := c.run(ctx, opAcquire, keys, token, ttl, cfg)
-	l := &Lock{c: c, keys: keys, token: token, ttl: ttl, cfg: cfg, acq: out.rd}
+	if c.isClosed() {
+		return nil, ErrClosed
+	}
+	if cfg.token != "" {
+		// A clean-up release of an earlier attempt with this token must
+		// not delete what this one sets.
+		c.forgetReleases(token)
+	}
+	l := &Lock{c: c, keys: keys, token: token, ttl: ttl, cfg: cfg}
+	out := c.run(ctx, opAcquire, keys, token, ttl, cfg, &l.floor)
+	l.acq = out.rd
 	if p := c.dupErr.Load(); p != nil {
 		// Found during this round: refuse even a win, which may have
 		// counted one server twice.
@@ -208,10 +221,17 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 			return nil, err
 		}
 	}
+	deadline := out.start.Add(ttl - drift(ttl, cfg.driftFactor))
+	if !time.Now().Before(deadline) {
+		// Won, but no validity is left now: the first round waited for
+		// the first contacts of slow nodes, or a fencing round ran.
+		_ = l.Unlock(context.WithoutCancel(ctx))
+		return nil, out.rd.resultError(ErrNotObtained, ErrExpired)
+	}
 	// Set once the lock is the caller's: the Unlock of a win undone above
 	// does not report the end of a lock (see firstUnlockLocked).
 	l.acquired = out.start
-	l.deadline = out.start.Add(ttl - drift(ttl, cfg.driftFactor))
+	l.deadline = deadline
 	return l, nil
 }
 
@@ -219,6 +239,9 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 func (c *Client) check(ctx context.Context, ttl time.Duration, cfg *config) error {
 	if c == nil {
 		return invalidf("nil *Client")
+	}
+	if len(c.nodes) == 0 {
+		return invalidf("zero Client: make one with New or NewMultiLock")
 	}
 	if ctx == nil {
 		return invalidf("nil context")

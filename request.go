@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -18,12 +19,13 @@ type request struct {
 	keys   []string
 	token  string
 	ttl    time.Duration
-	fenced bool      // acquire: also raise the fence counters (acquire_fenced.lua)
-	fence  int64     // opFence: the fencing token to raise the counters to
-	notify bool      // release: announce it on the release channel (pubsub.go)
-	origin time.Time // validity is measured from here; zero: the round's start
-	fkeys  []string  // keys followed by their fence counters, when fenced or opFence
-	prefix string    // WithKeyPrefix: put before every key and channel on the wire
+	fenced bool          // acquire: also raise the fence counters (acquire_fenced.lua)
+	fence  int64         // opFence: the fencing token to raise the counters to
+	notify bool          // release: announce it on the release channel (pubsub.go)
+	origin time.Time     // validity is measured from here; zero: the round's start
+	fkeys  []string      // keys followed by their fence counters, when fenced or opFence
+	prefix string        // WithKeyPrefix: put before every key and channel on the wire
+	floor  *atomic.Int64 // acquire, extend: the lock's floor (Lock.floor); nil otherwise
 
 	// Set by prepare: the script and its EVALSHA command, boxed once per
 	// round. Each node gets its own copy of the argument slice (a go-redis

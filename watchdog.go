@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 )
 
@@ -38,7 +37,19 @@ type watch struct {
 
 	stop    chan struct{} // closed to stop the extender
 	stopped chan struct{} // closed when the extender has returned
+
+	// onEnd, when set, is called with the end's error as Done closes,
+	// under l.mu and on the goroutine that ends the watch: Do cancels
+	// fn's ctx with it, with no goroutine hop in between.
+	onEnd func(error)
 }
+
+// MinLossMargin is the floor of the loss margin: Done closes at least
+// this long before Validity reaches 0 (unless that is more than a
+// quarter of the TTL), however short the per-node timeout. It covers the
+// lateness of timers and the scheduler on a loaded machine, so that
+// Done never closes after the deadline because a timer fired late.
+const MinLossMargin = 20 * time.Millisecond
 
 // w returns the lock's watch, creating it (and arming the expiry timer)
 // on first use. l.mu must be held.
@@ -56,15 +67,16 @@ func (l *Lock) watchLocked() *watch {
 
 // lossMarginLocked is how long before its deadline a lock that no
 // extension has carried further is reported lost (see Done): the
-// per-node timeout for its TTL, at most TTL/4, so that auto-extension,
-// which starts at TTL/2 left, has time for its retries. An extension
-// started later could not be known to succeed before Validity ends, and
-// the holder is left the margin to stop. l.mu must be held.
+// per-node timeout for its TTL, at least MinLossMargin, and at most
+// TTL/4, so that auto-extension, which starts at TTL/2 left, has time
+// for its retries. An extension started later could not be known to
+// succeed before Validity ends, and the holder is left the margin to
+// stop. l.mu must be held.
 func (l *Lock) lossMarginLocked() time.Duration {
 	if l.cfg == nil {
 		return 0 // a zero Lock
 	}
-	return min(l.cfg.timeoutFor(l.ttl), l.ttl/4)
+	return min(max(l.cfg.timeoutFor(l.ttl), MinLossMargin), l.ttl/4)
 }
 
 // armLocked (re)arms the timer that ends the watch when Validity falls to
@@ -108,6 +120,9 @@ func (l *Lock) finishLocked(err error) {
 		w.timer.Stop()
 	}
 	close(w.done)
+	if w.onEnd != nil {
+		w.onEnd(err)
+	}
 	if err != ErrReleased {
 		l.observeLostLocked(err) // observer.go
 	}
@@ -120,9 +135,11 @@ func (l *Lock) finishLocked(err error) {
 // channel.
 //
 // The loss margin is the per-node timeout for the lock's TTL (see
-// WithNodeTimeout), at most TTL/4: Done closes that long before Validity
-// reaches 0, not at it, because an extension started later could not be
-// known to succeed in time, and the holder needs a moment to stop. An
+// WithNodeTimeout), at least MinLossMargin (20ms) and at most TTL/4:
+// Done closes that long before Validity reaches 0, not at it, because an
+// extension started later could not be known to succeed in time, the
+// holder needs a moment to stop, and a timer may fire late on a loaded
+// machine. An
 // Extend that moves the deadline, earlier (a smaller TTL, or a failed
 // Extend that shortened it) or later, moves Done's closing with it.
 func (l *Lock) Done() <-chan struct{} {
@@ -167,6 +184,9 @@ func (l *Lock) Err() error {
 func (l *Lock) AutoExtend(ctx context.Context) error {
 	if l == nil {
 		return invalidf("nil *Lock")
+	}
+	if l.c == nil {
+		return invalidf("zero Lock (not returned by TryLock or Lock)")
 	}
 	if ctx == nil {
 		return invalidf("nil context")
@@ -282,8 +302,14 @@ func (l *Lock) stopWatch(err error) {
 // Do returns Lock's error when the lock was not obtained, an error
 // matching ErrLockLost (and ErrNotHeld, with fn's error joined) when the
 // lock was lost while fn ran, else fn's error. A failed release after fn
-// is not reported: the keys expire with their TTL. ErrInvalid for a nil
+// is not reported: it is retried in the background (see Unlock), and
+// the keys expire with their TTL at the latest. ErrInvalid for a nil
 // fn. Options apply to the acquisition and the extensions.
+//
+// When fn panics (or calls runtime.Goexit), Do releases the lock first,
+// as after a return (the release is detached from ctx and bounded by
+// ReleaseTimeout), stops the extension, and lets the panic go on to the
+// caller unchanged: a panicking fn never leaves the lock held.
 func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...Option) error {
 	if fn == nil {
 		return invalidf("nil fn")
@@ -295,30 +321,27 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	return l.do(ctx, fn)
 }
 
-// do runs fn under the held lock l, with auto-extension.
+// do runs fn under the held lock l, with auto-extension. Its deferred
+// release runs whether fn returns, panics or calls runtime.Goexit.
 func (l *Lock) do(ctx context.Context, fn func(ctx context.Context) error) error {
 	fctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	if err := l.AutoExtend(ctx); err != nil {
+	defer func() {
+		// Unlock stops the extender and waits for it; a panic goes on.
 		_ = l.Unlock(context.WithoutCancel(ctx))
+		cancel(nil)
+	}()
+	if err := l.AutoExtend(ctx); err != nil {
 		return err
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		select {
-		case <-l.Done():
-			cancel(l.Err())
-		case <-fctx.Done():
-		}
-	}()
+	l.mu.Lock()
+	if w := l.watchLocked(); w.err != nil {
+		cancel(w.err)
+	} else {
+		w.onEnd = cancel
+	}
+	l.mu.Unlock()
 	ferr := fn(fctx)
-	lost := l.Err()
-	_ = l.Unlock(context.WithoutCancel(ctx))
-	cancel(nil)
-	wg.Wait()
-	if lost != nil && errors.Is(lost, ErrLockLost) {
+	if lost := l.Err(); lost != nil && errors.Is(lost, ErrLockLost) {
 		return errors.Join(lost, ferr)
 	}
 	return ferr

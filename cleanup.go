@@ -1,0 +1,253 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Background retries of releases that failed.
+//
+// A release that did not get a definite answer from its node (a timeout,
+// a dropped connection, a request refused before it was sent because
+// the node's queue was full) may leave our token on that node for the
+// key's whole TTL: nobody can win the key there, and with enough such
+// nodes nobody can win it at all. So every failed release of a token
+// we may have set (the clean-up of a lost or cancelled attempt, and the
+// nodes an Unlock could not reach in time) is queued here and retried
+// until the node answers, the key's TTL has passed (it has expired by
+// itself), the go-redis client is closed, or Client.Close.
+//
+// Bounds: one goroutine per node at most, and only while that node has
+// releases queued; at most maxRetries queued per node (beyond that a
+// release is dropped: its key expires with its TTL). The caller never
+// waits for a retry.
+
+// retryQueue holds one node's releases to retry.
+type retryQueue struct {
+	mu      sync.Mutex
+	items   []retryItem
+	running bool // a retryLoop runs for this node
+}
+
+// retryItem is one release to retry.
+type retryItem struct {
+	req   *request
+	until time.Time // the key has expired on the node by then: give up
+	next  time.Time // not before
+	tries int
+}
+
+const (
+	maxRetries     = 1 << 16                // queued releases per node
+	retryFirst     = 5 * time.Millisecond   // first delay, doubled per failure
+	retryMaxDelay  = 500 * time.Millisecond // delay cap
+	retryFinalWait = ReleaseTimeout         // Close's last attempt, per node
+)
+
+// retryRelease queues req, a release that failed on nd, for a retry. ttl
+// is the TTL the released token was set with; err the failure. Releases
+// of a closed go-redis client, and every release after Close, are
+// dropped: the keys expire with their TTL.
+func (c *Client) retryRelease(nd *node, req *request, ttl time.Duration, err error) {
+	if errors.Is(err, redis.ErrClosed) {
+		return
+	}
+	now := time.Now()
+	it := retryItem{
+		req:   req,
+		until: now.Add(ttl + drift(ttl, c.cfg.driftFactor)),
+		next:  now.Add(jitter(retryFirst)),
+	}
+	q := &nd.retry
+	q.mu.Lock()
+	if c.isClosed() || len(q.items) >= maxRetries {
+		q.mu.Unlock()
+		c.logDroppedRetry(nd, req)
+		return
+	}
+	q.items = append(q.items, it)
+	start := !q.running
+	if start {
+		q.running = true
+		c.bg.Add(1)
+	}
+	q.mu.Unlock()
+	if start {
+		go c.retryLoop(nd)
+	}
+}
+
+// forgetReleases drops the queued retries of token, before an
+// acquisition with the same token (WithToken) sets it again.
+func (c *Client) forgetReleases(token string) {
+	for _, nd := range c.nodes {
+		q := &nd.retry
+		q.mu.Lock()
+		kept := q.items[:0]
+		for _, it := range q.items {
+			if it.req.token != token {
+				kept = append(kept, it)
+			}
+		}
+		clear(q.items[len(kept):])
+		q.items = kept
+		q.mu.Unlock()
+	}
+}
+
+// retryLoop retries nd's queued releases until none is left.
+func (c *Client) retryLoop(nd *node) {
+	defer c.bg.Done()
+	q := &nd.retry
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		closing := c.isClosed()
+		q.mu.Lock()
+		due, wait := q.takeDueLocked(time.Now(), closing)
+		if len(due) == 0 && wait == 0 {
+			q.running = false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		if len(due) == 0 {
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-c.closed:
+			}
+			continue
+		}
+		failed := c.retryBatch(nd, due, closing)
+		if closing {
+			// Close: one last attempt each, and no more.
+			q.mu.Lock()
+			clear(q.items)
+			q.items = q.items[:0]
+			q.running = false
+			q.mu.Unlock()
+			return
+		}
+		if len(failed) > 0 {
+			q.mu.Lock()
+			q.items = append(q.items, failed...)
+			q.mu.Unlock()
+		}
+	}
+}
+
+// takeDueLocked removes and returns the items due at now (every item
+// when closing), dropping those whose key has expired. When none is due
+// it returns how long until the next one, or 0 when the queue is empty.
+func (q *retryQueue) takeDueLocked(now time.Time, closing bool) (due []retryItem, wait time.Duration) {
+	kept := q.items[:0]
+	var next time.Time
+	for _, it := range q.items {
+		switch {
+		case now.After(it.until):
+			// Expired by itself on the node: nothing left to release.
+		case closing || !it.next.After(now):
+			due = append(due, it)
+		default:
+			kept = append(kept, it)
+			if next.IsZero() || it.next.Before(next) {
+				next = it.next
+			}
+		}
+	}
+	clear(q.items[len(kept):])
+	q.items = kept
+	if len(due) == 0 && !next.IsZero() {
+		wait = max(next.Sub(now), time.Millisecond)
+	}
+	return due, wait
+}
+
+// retryBatch tries each due release once, in order, and returns those to
+// try again, with their next attempt scheduled. A node that fails one
+// is not asked the rest this time: they wait for the same back-off.
+func (c *Client) retryBatch(nd *node, due []retryItem, closing bool) (again []retryItem) {
+	timeout := max(c.cfg.nodeTimeout, ReleaseTimeout)
+	if closing {
+		timeout = retryFinalWait
+	}
+	var deadline time.Time
+	if closing {
+		deadline = time.Now().Add(retryFinalWait)
+	}
+	for k, it := range due {
+		if closing && time.Now().After(deadline) {
+			break
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		r := c.exec(ctx, nd, it.req)
+		cancel()
+		if r.st != NodeFailed {
+			continue // the node answered: released, or not ours
+		}
+		if errors.Is(r.err, redis.ErrClosed) {
+			return nil // the go-redis client is closed: nothing can be sent
+		}
+		for _, rest := range due[k:] {
+			rest.tries++
+			d := min(retryFirst<<min(rest.tries, 10), retryMaxDelay)
+			rest.next = time.Now().Add(jitter(d))
+			again = append(again, rest)
+		}
+		return again
+	}
+	return nil
+}
+
+// pendingReleases returns how many releases wait for a retry, over
+// every node.
+func (c *Client) pendingReleases() int {
+	n := 0
+	for _, nd := range c.nodes {
+		nd.retry.mu.Lock()
+		n += len(nd.retry.items)
+		nd.retry.mu.Unlock()
+	}
+	return n
+}
+
+// isClosed reports whether Close was called.
+func (c *Client) isClosed() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close ends the client's background work and waits for it: the
+// releases still being retried (see Unlock) get one last attempt each,
+// bounded by ReleaseTimeout per node, and are then dropped; their keys
+// expire with their TTL. Locks already held can still be extended and
+// unlocked, but a release that fails after Close is not retried, and new
+// acquisitions return an error matching ErrClosed (and ErrInvalid). It
+// does not close the go-redis clients. Close is idempotent and returns
+// nil; on a nil or zero Client it does nothing.
+func (c *Client) Close() error {
+	if c == nil || c.closed == nil {
+		return nil
+	}
+	c.closeOnce.Do(func() { close(c.closed) })
+	c.bg.Wait()
+	return nil
+}
+
+// Close is Client.Close for the MultiLock's client. It returns nil; on a
+// nil or zero MultiLock it does nothing.
+func (m *MultiLock) Close() error {
+	if m == nil {
+		return nil
+	}
+	return m.c.Close()
+}

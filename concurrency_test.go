@@ -1,0 +1,493 @@
+package redlock_test
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed543a70bd/redlock"
+	"github.com/seed543a70bd/redlock/chaos"
+	"github.com/seed543a70bd/redlock/internal/redistest"
+)
+
+// Adversarial tests of one handle used from several goroutines, of
+// cancellation between decision and effect, of panicking callbacks, of
+// tiny timeouts under load and of zero values: each one reproduces a
+// defect an outside review found (see the comment on each).
+
+// TestConcurrentExtendNeverOverpromises runs two Extends at once on one
+// lock, one to 10s and one to 300ms, many times, and after each pair
+// checks that Validity promises no more than a quorum of nodes grants:
+// the quorum-th largest PTTL on the nodes. Before Extends were
+// serialised, whichever call finished last set the deadline, so Validity
+// could say ~9.4s while every node expired the key in 300ms.
+func TestConcurrentExtendNeverOverpromises(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	k := key(t)
+	l, err := rl.TryLock(context.Background(), k, 10*time.Second)
+	require.NoError(t, err)
+	defer func() { _ = l.Unlock(context.Background()) }()
+
+	ttls := [2]time.Duration{10 * time.Second, 300 * time.Millisecond}
+	pairs := 400
+	if testing.Short() {
+		pairs = 100
+	}
+	for i := range pairs {
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for j, ttl := range ttls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[j] = l.Extend(context.Background(), ttl)
+			}()
+		}
+		wg.Wait()
+		require.NoError(t, errs[0], "pair %d: Extend(10s)", i)
+		require.NoError(t, errs[1], "pair %d: Extend(300ms)", i)
+		granted := quorumPTTL(t, clients, k, rl.Quorum())
+		v := l.Validity()
+		if v > granted+2*time.Millisecond {
+			t.Fatalf("pair %d: want Validity <= %v (the quorum-th largest PTTL on the nodes), got %v", i, granted, v)
+		}
+	}
+}
+
+// quorumPTTL returns the quorum-th largest PTTL of key over clients: how
+// long at least a quorum of nodes still keeps it.
+func quorumPTTL(t testing.TB, clients []redis.UniversalClient, key string, quorum int) time.Duration {
+	t.Helper()
+	var ds []time.Duration
+	for _, c := range clients {
+		d, err := c.PTTL(context.Background(), key).Result()
+		require.NoError(t, err)
+		ds = append(ds, d)
+	}
+	sort.Slice(ds, func(a, b int) bool { return ds[a] > ds[b] })
+	return ds[quorum-1]
+}
+
+type panicValue struct{ msg string }
+
+// TestDoPanicReleases panics in Do's fn: the panic reaches the caller
+// unchanged, and by then the lock is released on every node and its
+// extender has stopped (goleak in TestMain). Before, the lock was
+// auto-extended until the caller's ctx ended: with context.Background,
+// never.
+func TestDoPanicReleases(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	k := key(t)
+	want := &panicValue{"boom"}
+	var got any
+	func() {
+		defer func() { got = recover() }()
+		_ = rl.Do(context.Background(), k, time.Second, func(ctx context.Context) error {
+			panic(want)
+		})
+	}()
+	require.Same(t, want, got, "want Do to re-panic with fn's value")
+	for i, c := range clients {
+		require.Empty(t, get(t, c, k), "node %d still holds the key after Do's fn panicked", i)
+	}
+	l, err := rl.TryLock(context.Background(), k, time.Second)
+	require.NoError(t, err, "want the key free after Do's fn panicked")
+	require.NoError(t, l.Unlock(context.Background()))
+
+	// runtime.Goexit (t.FailNow in fn) ends the call the same way.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = rl.Do(context.Background(), k, time.Second, func(context.Context) error {
+			runtimeGoexit()
+			return nil
+		})
+	}()
+	<-done
+	for i, c := range clients {
+		require.Empty(t, get(t, c, k), "node %d still holds the key after Do's fn called Goexit", i)
+	}
+}
+
+// TestFirstRoundNeverReturnsExpired: a client's first round waits up to
+// FirstContactTimeout for a stopped node's first contact after the quorum
+// was won; with a 150ms TTL the lock has expired by then. It must be
+// refused with ErrExpired (and released), never returned with
+// Validity <= 0.
+func TestFirstRoundNeverReturnsExpired(t *testing.T) {
+	nodes, clients := cluster(t, 3)
+	require.NoError(t, nodes[2].Pause())
+	t.Cleanup(func() { _ = nodes[2].Resume() })
+	rl, err := redlock.New(clients) // default options: the first round waits for first contact
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rl.Close() })
+	k := key(t)
+	l, err := rl.TryLock(context.Background(), k, 150*time.Millisecond)
+	if err == nil {
+		v := l.Validity()
+		_ = l.Unlock(context.Background())
+		t.Fatalf("want ErrExpired or a lock with Validity > 0, got a lock with Validity %v", v)
+	}
+	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	require.ErrorIs(t, err, redlock.ErrExpired)
+	for i, c := range clients[:2] {
+		require.Empty(t, get(t, c, k), "node %d keeps the key of an expired win", i)
+	}
+}
+
+// releaseSHA is the SHA1 of release.lua, which go-redis sends as EVALSHA.
+func releaseSHA(t testing.TB) string {
+	t.Helper()
+	src, err := os.ReadFile("release.lua")
+	require.NoError(t, err)
+	sum := sha1.Sum(src)
+	return hex.EncodeToString(sum[:])
+}
+
+// failReleases is a go-redis hook that fails the first n release
+// requests without sending them: a release lost before it reaches the
+// node, as under load with a tiny node timeout.
+type failReleases struct {
+	sha  string
+	left atomic.Int64
+}
+
+func (f *failReleases) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f *failReleases) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if f.isRelease(cmd) && f.left.Add(-1) >= 0 {
+			err := errors.New("test: release dropped before it reached the node")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (f *failReleases) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (f *failReleases) isRelease(cmd redis.Cmder) bool {
+	a := cmd.Args()
+	if len(a) < 2 {
+		return false
+	}
+	name, _ := a[0].(string)
+	arg, _ := a[1].(string)
+	return strings.EqualFold(name, "evalsha") && arg == f.sha ||
+		strings.EqualFold(name, "eval") && strings.Contains(arg, "compare-and-delete")
+}
+
+// TestCleanupReleaseRetried loses an attempt (3 of 5 nodes hold another
+// token) on a node whose first releases fail: the key must still be gone
+// from that node soon after, long before its 30s TTL. The same for an
+// Unlock whose release failed on one node. Before, a failed clean-up
+// release was not retried, and the key blocked its node for the TTL.
+func TestCleanupReleaseRetried(t *testing.T) {
+	nodes := redistest.Nodes(t, 5)
+	clients := make([]redis.UniversalClient, 5)
+	hook := &failReleases{sha: releaseSHA(t)}
+	for i, nd := range nodes {
+		c := redistest.Client(t, nd)
+		if i == 3 {
+			c.AddHook(hook)
+		}
+		clients[i] = c
+	}
+	rl := newClient(t, clients)
+	const ttl = 30 * time.Second
+
+	t.Run("lost attempt", func(t *testing.T) {
+		k := key(t)
+		for _, c := range clients[:3] {
+			holdForeign(t, c, k, ttl)
+		}
+		hook.left.Store(3)
+		_, err := rl.TryLock(context.Background(), k, ttl)
+		require.ErrorIs(t, err, redlock.ErrContended)
+		eventually(t, 5*time.Second, func() bool { return get(t, clients[3], k) == "" },
+			"want node 3's clean-up release retried until it lands, key still %q", get(t, clients[3], k))
+		require.Empty(t, get(t, clients[4], k))
+		require.LessOrEqual(t, hook.left.Load(), int64(0), "want the hook to have failed releases")
+	})
+	t.Run("unlock", func(t *testing.T) {
+		k := key(t)
+		l, err := rl.TryLock(context.Background(), k, ttl)
+		require.NoError(t, err)
+		hook.left.Store(2)
+		require.NoError(t, l.Unlock(context.Background()))
+		eventually(t, 5*time.Second, func() bool { return get(t, clients[3], k) == "" },
+			"want node 3's failed release retried until it lands, key still %q", get(t, clients[3], k))
+	})
+}
+
+// TestNoOrphansUnderLoad: 32 goroutines on 3 keys with a 5ms node
+// timeout and a 30s TTL, each looping TryLock and Unlock. Once they stop,
+// every key must be gone from every node within a few seconds (the
+// background release retries), and a new client must win every key.
+// Before, clean-up releases that missed the 5ms node timeout were never
+// retried: keys ended up held by orphaned tokens for the whole TTL.
+func TestNoOrphansUnderLoad(t *testing.T) {
+	_, clients := cluster(t, 5)
+	rl := newClient(t, clients, redlock.WithNodeTimeout(5*time.Millisecond))
+	keys := []string{key(t), key(t), key(t)}
+	const ttl = 30 * time.Second
+	d := 3 * time.Second
+	if testing.Short() {
+		d = time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var wg sync.WaitGroup
+	var won atomic.Int64
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				l, err := rl.TryLock(ctx, keys[g%len(keys)], ttl)
+				if err != nil {
+					continue
+				}
+				won.Add(1)
+				_ = l.Unlock(context.Background())
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d locks won by 32 goroutines in %v", won.Load(), d)
+	eventually(t, 5*time.Second, func() bool { return leftKeys(t, clients, keys) == "" },
+		"want no key left on any node once the workload stopped, got %s", leftKeys(t, clients, keys))
+}
+
+// leftKeys describes which of keys remain on which node, "" for none.
+func leftKeys(t testing.TB, clients []redis.UniversalClient, keys []string) string {
+	t.Helper()
+	var out []string
+	for i, c := range clients {
+		for _, k := range keys {
+			if v := get(t, c, k); v != "" {
+				out = append(out, "node "+string(rune('0'+i))+": "+k+"="+v)
+			}
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// TestCancelledWinLeavesNothing cancels TryLock at random instants
+// around its decision, on 5 nodes, many times; wins that stand are
+// unlocked. Afterwards no key may be left. Before, a win cut short by ctx
+// leaked the grants that arrived between the decision and the
+// cancellation being seen: the 4th and 5th replies come right after the
+// 3rd, which decides.
+func TestCancelledWinLeavesNothing(t *testing.T) {
+	_, clients := cluster(t, 5)
+	rl := newClient(t, clients)
+	tries := 3000
+	if testing.Short() {
+		tries = 500
+	}
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 1))
+	var keys []string
+	var wg sync.WaitGroup
+	var cut, stood atomic.Int64
+	sem := make(chan struct{}, 4)
+	for range tries {
+		k := key(t)
+		keys = append(keys, k)
+		delay := time.Duration(rng.Int64N(int64(1500 * time.Microsecond)))
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			ctx, cancel := context.WithCancel(context.Background())
+			timer := time.AfterFunc(delay, cancel)
+			defer timer.Stop()
+			l, err := rl.TryLock(ctx, k, 30*time.Second)
+			cancel()
+			if err != nil {
+				cut.Add(1)
+				return
+			}
+			stood.Add(1)
+			if err := l.Unlock(context.Background()); err != nil {
+				t.Errorf("Unlock of a won lock: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("seed %d: %d attempts cut by cancellation, %d won", seed, cut.Load(), stood.Load())
+	eventually(t, 5*time.Second, func() bool { return leftKeys(t, clients, keys) == "" },
+		"seed %d: want no key left after cancelled wins, got %s", seed, leftKeys(t, clients, keys))
+}
+
+// TestDoneNeverAfterDeadline: with a 1ms node timeout, 20 auto-extended
+// locks lose 3 of 5 nodes; each lock's Done must close before its
+// Deadline, and Do's fn ctx too. Before, the loss margin was the 1ms
+// node timeout, within timer jitter: Done closed after Deadline in some
+// runs. The margin now has a floor (MinLossMargin).
+func TestDoneNeverAfterDeadline(t *testing.T) {
+	nodes, clients := cluster(t, 5)
+	rl := newClient(t, clients, redlock.WithNodeTimeout(time.Millisecond), redlock.WithRetryDelay(5*time.Millisecond))
+	const ttl = 400 * time.Millisecond
+	const n = 20
+	locks := make([]*redlock.Lock, n)
+	for i := range locks {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		l, err := rl.Lock(ctx, key(t), ttl)
+		cancel()
+		require.NoError(t, err)
+		locks[i] = l
+		require.NoError(t, l.AutoExtend(context.Background()))
+	}
+	// Do's fn ctx, on a client with the same 1ms node timeout.
+	doCtx := make(chan time.Time, 1)
+	doErr := make(chan error, 1)
+	started := make(chan struct{})
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		doErr <- rl.Do(ctx, key(t), ttl, func(ctx context.Context) error {
+			close(started)
+			<-ctx.Done()
+			doCtx <- time.Now()
+			return nil
+		})
+	}()
+	select {
+	case <-started:
+	case err := <-doErr:
+		t.Fatalf("Do: want fn run, got %v", err)
+	}
+	for _, nd := range nodes[:3] {
+		require.NoError(t, nd.Pause())
+	}
+	t.Cleanup(func() {
+		for _, nd := range nodes[:3] {
+			_ = nd.Resume()
+		}
+	})
+	var wg sync.WaitGroup
+	late := make(chan string, n)
+	for i, l := range locks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-l.Done():
+			case <-time.After(10 * time.Second):
+				late <- "lock " + string(rune('a'+i)) + ": Done never closed"
+				return
+			}
+			if at, dl := time.Now(), l.Deadline(); !at.Before(dl) {
+				late <- "lock " + string(rune('a'+i)) + ": Done closed " + at.Sub(dl).String() + " after Deadline"
+			}
+			require.ErrorIs(t, l.Err(), redlock.ErrLockLost)
+		}()
+	}
+	wg.Wait()
+	close(late)
+	for msg := range late {
+		t.Error(msg)
+	}
+	select {
+	case <-doCtx:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Do's fn ctx never ended after a majority was paused")
+	}
+	for _, nd := range nodes[:3] {
+		require.NoError(t, nd.Resume())
+	}
+	require.ErrorIs(t, <-doErr, redlock.ErrLockLost)
+}
+
+// TestZeroValues: a zero Client, MultiLock and Lock fail at once with
+// ErrInvalid, never hang or panic. Before, a zero Client's Lock retried
+// forever over its empty node list.
+func TestZeroValues(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var c redlock.Client
+	start := time.Now()
+	_, err := c.Lock(ctx, "k", time.Second)
+	require.ErrorIs(t, err, redlock.ErrInvalid)
+	_, err = c.TryLock(ctx, "k", time.Second)
+	require.ErrorIs(t, err, redlock.ErrInvalid)
+	_, err = c.LockKeys(ctx, []string{"a", "b"}, time.Second)
+	require.ErrorIs(t, err, redlock.ErrInvalid)
+	_, err = c.TryLockKeys(ctx, []string{"a", "b"}, time.Second)
+	require.ErrorIs(t, err, redlock.ErrInvalid)
+	require.ErrorIs(t, c.Do(ctx, "k", time.Second, func(context.Context) error { return nil }), redlock.ErrInvalid)
+	require.NoError(t, c.Close())
+	require.Zero(t, c.Nodes())
+
+	var m redlock.MultiLock
+	_, err = m.Lock(ctx, "k", time.Second)
+	require.ErrorIs(t, err, redlock.ErrInvalid)
+	_, err = m.TryLock(ctx, "k", time.Second)
+	require.ErrorIs(t, err, redlock.ErrInvalid)
+	require.ErrorIs(t, m.Do(ctx, "k", time.Second, func(context.Context) error { return nil }), redlock.ErrInvalid)
+	require.NoError(t, m.Close())
+	require.Zero(t, m.Nodes())
+
+	var l redlock.Lock
+	require.ErrorIs(t, l.AutoExtend(ctx), redlock.ErrInvalid)
+	require.ErrorIs(t, l.Extend(ctx, time.Second), redlock.ErrInvalid)
+	require.ErrorIs(t, l.Unlock(ctx), redlock.ErrInvalid)
+	require.LessOrEqual(t, l.Validity(), time.Duration(0))
+	select {
+	case <-l.Done():
+	default:
+		t.Fatal("want a zero Lock's Done closed")
+	}
+	require.Error(t, l.Err())
+	require.Less(t, time.Since(start), time.Second, "want zero values refused at once")
+}
+
+// TestUnlockWaitsForEveryReachableNode: a node 30ms slower than the
+// rest must have released by the time Unlock returns, so that a process
+// that exits right after Unlock leaves nothing behind. Before, Unlock
+// returned once a majority had released.
+func TestUnlockWaitsForEveryReachableNode(t *testing.T) {
+	nodes := redistest.Nodes(t, 3)
+	clients := make([]redis.UniversalClient, 3)
+	for i, nd := range nodes {
+		c := redistest.Client(t, nd)
+		clients[i] = c
+	}
+	p, err := chaos.NewProxy(t.Name(), nodes[2].Addr())
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	slow := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = slow.Close() })
+	rl := newClient(t, []redis.UniversalClient{clients[0], clients[1], slow})
+	k := key(t)
+	l, err := rl.TryLock(context.Background(), k, 10*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, p.SetLatency(30*time.Millisecond, 0))
+	require.NoError(t, l.Unlock(context.Background()))
+	for i, c := range clients {
+		require.Empty(t, get(t, c, k), "node %d still holds the key when Unlock returned", i)
+	}
+}
+
+func runtimeGoexit() { runtime.Goexit() }
