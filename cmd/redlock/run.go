@@ -123,6 +123,7 @@ func parseRun(args []string, env func(string) string, stderr io.Writer) (*runCon
 type locker interface {
 	TryLock(ctx context.Context, key string, ttl time.Duration, opts ...redlock.Option) (*redlock.Lock, error)
 	Lock(ctx context.Context, key string, ttl time.Duration, opts ...redlock.Option) (*redlock.Lock, error)
+	Close() error
 }
 
 var _ locker = (*redlock.Client)(nil)
@@ -155,6 +156,10 @@ func cmdRun(ctx context.Context, args []string, env func(string) string, stdout,
 	if err != nil {
 		return usageExit(err, "redlock run", stderr)
 	}
+	// Before the go-redis clients close: releases that failed get one
+	// last attempt, so that the process leaves no key behind it can
+	// still remove.
+	defer lk.Close()
 
 	sigs := make(chan os.Signal, 4)
 	stop := notifySignals(sigs)
