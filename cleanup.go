@@ -64,17 +64,14 @@ func (c *Client) retryRelease(nd *node, req *request, ttl time.Duration, err err
 	}
 	q := &nd.retry
 	q.mu.Lock()
-	if c.isClosed() || len(q.items) >= maxRetries {
+	if len(q.items) >= maxRetries || (!q.running && !c.addBackground()) {
 		q.mu.Unlock()
 		c.logDroppedRetry(nd, req)
 		return
 	}
 	q.items = append(q.items, it)
 	start := !q.running
-	if start {
-		q.running = true
-		c.bg.Add(1)
-	}
+	q.running = true
 	q.mu.Unlock()
 	if start {
 		go c.retryLoop(nd)
@@ -216,6 +213,19 @@ func (c *Client) pendingReleases() int {
 	return n
 }
 
+// addBackground counts a new background goroutine for Close to wait
+// for, unless Close was called: under bgMu, so that no Add races with
+// Close's Wait.
+func (c *Client) addBackground() bool {
+	c.bgMu.Lock()
+	defer c.bgMu.Unlock()
+	if c.isClosed() {
+		return false
+	}
+	c.bg.Add(1)
+	return true
+}
+
 // isClosed reports whether Close was called.
 func (c *Client) isClosed() bool {
 	select {
@@ -238,7 +248,9 @@ func (c *Client) Close() error {
 	if c == nil || c.closed == nil {
 		return nil
 	}
+	c.bgMu.Lock()
 	c.closeOnce.Do(func() { close(c.closed) })
+	c.bgMu.Unlock()
 	c.bg.Wait()
 	return nil
 }
