@@ -50,12 +50,15 @@ fuzz: redis
 # Soak: 64 clients on 4 keys over 5 nodes for SOAK while nodes are killed
 # (and restarted after the TTL) or paused; checks every critical section
 # with the chaos checker and reports acquisitions per second, goroutines
-# and heap at start and end. A 30-second version runs in `make test`.
+# and heap at start and end. Then TestStress for SOAK too: random mixed
+# operations, cancellations and faults from a seed it prints (replay one
+# with -stress.seed N). 30-second versions of both run in `make test`.
+# SOAK_TIMEOUT covers both runs.
 SOAK ?= 10m
-SOAK_TIMEOUT ?= 20m
+SOAK_TIMEOUT ?= 30m
 .PHONY: soak
 soak: redis
-	$(GO) test -count=1 -run '^TestSoak$$' -soak $(SOAK) -timeout $(SOAK_TIMEOUT) -v .
+	$(GO) test -race -count=1 -run '^(TestSoak|TestStress)$$' -soak $(SOAK) -stress $(SOAK) -timeout $(SOAK_TIMEOUT) -v .
 
 # Chaos: the long chaos suite (every scenario, 20s each by default; set
 # CHAOS_FLAGS, e.g. --duration 1m or --scenario pause,skew-beyond) on local

@@ -1,0 +1,660 @@
+package redlock_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/seed543a70bd/redlock"
+	"github.com/seed543a70bd/redlock/chaos"
+	"github.com/seed543a70bd/redlock/internal/redisnode"
+	"github.com/seed543a70bd/redlock/internal/redistest"
+)
+
+// stressSlack is the margin every call gets beyond what its documentation
+// bounds it by: a round waits for its nodes at most max(per-node timeout,
+// FirstContactTimeout or ReleaseTimeout) = roundWait; an acquisition may
+// run up to four such waits (the round, the clean-up of a lost one, a
+// fenced acquisition's second round and its release), plus, for Lock, the
+// time its ctx gives it; Extend and Unlock one. CI runs this on a loaded
+// 2-core machine under -race, hence a whole second.
+const stressSlack = time.Second
+
+// stressLocker is a Client or MultiLock with the node timeout it was made
+// with.
+type stressLocker struct {
+	name string
+	acq  interface {
+		TryLock(ctx context.Context, key string, ttl time.Duration, opts ...redlock.Option) (*redlock.Lock, error)
+		Lock(ctx context.Context, key string, ttl time.Duration, opts ...redlock.Option) (*redlock.Lock, error)
+		TryLockKeys(ctx context.Context, keys []string, ttl time.Duration, opts ...redlock.Option) (*redlock.Lock, error)
+		LockKeys(ctx context.Context, keys []string, ttl time.Duration, opts ...redlock.Option) (*redlock.Lock, error)
+		Do(ctx context.Context, key string, ttl time.Duration, fn func(context.Context) error, opts ...redlock.Option) error
+	}
+	nodeTimeout time.Duration // 0: the default, ttl/20 clamped to [5ms, 200ms]
+}
+
+// roundWait is the longest a round of this locker waits for its nodes
+// for a lock of ttl: its per-node timeout, or FirstContactTimeout and
+// ReleaseTimeout (equal) when longer.
+func (lk *stressLocker) roundWait(ttl time.Duration) time.Duration {
+	nt := lk.nodeTimeout
+	if nt == 0 {
+		nt = min(max(ttl/20, 5*time.Millisecond), 200*time.Millisecond)
+	}
+	return max(nt, redlock.FirstContactTimeout, redlock.ReleaseTimeout)
+}
+
+// stressRun is one TestStress run: its nodes, lockers, keys, history and
+// the failures found so far.
+type stressRun struct {
+	t     *testing.T
+	seed  int64
+	dur   time.Duration
+	clock *chaos.Clock
+	rec   *chaos.Recorder
+
+	nodes    []*redisnode.Node
+	proxies  []*chaos.Proxy
+	inspect  []redis.UniversalClient // straight to the nodes, for the leftover check
+	resource redis.UniversalClient   // the fenced resource: a node of its own, never faulted
+	quorum   []*stressLocker
+	multi    []*stressLocker
+	closers  []io.Closer
+	network  []*redis.Client // the go-redis clients through the proxies
+	baseline goleak.Option   // the goroutines after set-up
+
+	prefix         string
+	plain, fenced  []string
+	groups         [][]string
+	processFaulted []int // nodes that are killed and paused; the others only get latency
+
+	mu       sync.Mutex
+	failures []string
+	ops      map[string]int
+	faults   map[string]int
+	downs    map[int][][2]time.Duration // per node: when it was killed or paused
+	holds    map[string]*stressHold     // by token
+	open     map[*stressHold]struct{}   // acquired and not yet unlocked
+	fresh    int                        // fresh keys used so far
+}
+
+// newStressRun starts the nodes, proxies, go-redis clients and lockers.
+//
+// The lock nodes persist every write (appendonly, appendfsync always), so
+// a killed node restarts with its keys and fence counters: no node loses
+// data, which the fence check needs (a forgotten counter may legitimately
+// go backwards) and which lets a killed node come back at once instead of
+// after the longest TTL, as it must without persistence. Their data lives
+// on tmpfs where there is one, where fsync costs nothing.
+func newStressRun(t *testing.T, seed int64, d time.Duration) *stressRun {
+	t.Helper()
+	s := &stressRun{
+		t: t, seed: seed, dur: d,
+		clock:  chaos.NewClock(),
+		ops:    map[string]int{},
+		faults: map[string]int{},
+		downs:  map[int][][2]time.Duration{},
+		holds:  map[string]*stressHold{},
+		open:   map[*stressHold]struct{}{},
+	}
+	s.rec = chaos.NewRecorder(s.clock)
+	s.nodes = redistest.NodesWith(t, stressNodes, redisnode.Options{Dir: stressDataDir(t), AppendOnly: true})
+	s.inspect = redistest.Clients(t, s.nodes)
+	s.resource = redistest.Clients(t, redistest.Nodes(t, 1))[0]
+	s.processFaulted = []int{0, 1}
+
+	// The lockers with the pub/sub hand-off off dial the nodes through
+	// the proxies, which slow them; those with it on (the default) dial
+	// the nodes directly. Toxiproxy leaks a goroutine for good whenever a
+	// connection closes while its latency toxic holds a reply, as the
+	// hand-off's subscriptions do with release announcements in flight,
+	// and TestMain's goleak would then fail the package.
+	var proxied, direct []redis.UniversalClient
+	for i, nd := range s.nodes {
+		p, err := chaos.NewProxy(fmt.Sprintf("stress-node%d", i), nd.Addr())
+		if err != nil {
+			t.Fatalf("proxy for node %d: %v", i, err)
+		}
+		t.Cleanup(p.Close)
+		s.proxies = append(s.proxies, p)
+		c := stressNodeClient(t, p.Addr())
+		s.network = append(s.network, c)
+		proxied = append(proxied, c)
+		direct = append(direct, stressNodeClient(t, nd.Addr()))
+	}
+	clients := func(handoff bool) []redis.UniversalClient {
+		if handoff {
+			return direct
+		}
+		return proxied
+	}
+
+	// Node timeouts from 1ms up to the default: tiny ones lose most
+	// rounds and leave late grants to clean up.
+	for i, spec := range []stressSpec{
+		{time.Millisecond, false}, {5 * time.Millisecond, false}, {20 * time.Millisecond, true},
+		{100 * time.Millisecond, false}, {0, false}, {0, true}, {time.Millisecond, true}, {20 * time.Millisecond, false},
+	} {
+		c, err := redlock.New(clients(spec.handoff), spec.opts()...)
+		if err != nil {
+			t.Fatalf("redlock.New: %v", err)
+		}
+		s.quorum = append(s.quorum, &stressLocker{name: spec.name("client", i), acq: c, nodeTimeout: spec.nodeTimeout})
+		s.addCloser(c)
+	}
+	for i, spec := range []stressSpec{{20 * time.Millisecond, false}, {0, true}, {5 * time.Millisecond, false}} {
+		m, err := redlock.NewMultiLock(clients(spec.handoff), spec.opts()...)
+		if err != nil {
+			t.Fatalf("redlock.NewMultiLock: %v", err)
+		}
+		s.multi = append(s.multi, &stressLocker{name: spec.name("multilock", i), acq: m, nodeTimeout: spec.nodeTimeout})
+		s.addCloser(m)
+	}
+	t.Cleanup(s.closeLockers)
+
+	s.prefix = key(t) + ":"
+	for i := range 4 {
+		s.plain = append(s.plain, fmt.Sprintf("%sk%d", s.prefix, i))
+	}
+	s.groups = [][]string{{s.plain[0], s.plain[1]}, {s.plain[1], s.plain[2], s.plain[3]}}
+	s.fenced = []string{s.prefix + "f0", s.prefix + "f1"}
+	s.baseline = goleak.IgnoreCurrent()
+	return s
+}
+
+// stressDataDir returns a directory for the nodes' append-only files,
+// removed when the test ends: on /dev/shm when it exists.
+func stressDataDir(t *testing.T) string {
+	t.Helper()
+	st, err := os.Stat("/dev/shm")
+	if err != nil || !st.IsDir() {
+		return t.TempDir()
+	}
+	dir, err := os.MkdirTemp("/dev/shm", "redlock-stress-*")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) }) // after the nodes, registered later, are closed
+	return dir
+}
+
+// stressNodeClient returns a go-redis client for addr with
+// redistest.Client's short timeouts and no retries.
+func stressNodeClient(t *testing.T, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{
+		Addr:          addr,
+		DialTimeout:   250 * time.Millisecond,
+		ReadTimeout:   500 * time.Millisecond,
+		WriteTimeout:  500 * time.Millisecond,
+		MaxRetries:    -1,
+		DialerRetries: 1,
+	})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// stressSpec is how one locker is made.
+type stressSpec struct {
+	nodeTimeout time.Duration // 0: the default
+	handoff     bool          // the pub/sub hand-off (then the nodes are dialled directly)
+}
+
+func (sp stressSpec) opts() []redlock.Option {
+	opts := []redlock.Option{redlock.WithHandoff(sp.handoff)}
+	if sp.nodeTimeout > 0 {
+		opts = append(opts, redlock.WithNodeTimeout(sp.nodeTimeout))
+	}
+	return opts
+}
+
+func (sp stressSpec) name(kind string, i int) string {
+	nt := "default node timeout"
+	if sp.nodeTimeout > 0 {
+		nt = fmt.Sprintf("node timeout %v", sp.nodeTimeout)
+	}
+	how := "through the proxies"
+	if sp.handoff {
+		how = "hand-off, direct"
+	}
+	return fmt.Sprintf("%s %d (%s, %s)", kind, i, nt, how)
+}
+
+// addCloser remembers v for closeLockers when it has a Close method (the
+// background release retries of a Client or MultiLock).
+func (s *stressRun) addCloser(v any) {
+	if c, ok := v.(io.Closer); ok {
+		s.closers = append(s.closers, c)
+	}
+}
+
+// closeLockers closes the lockers that can be closed, once.
+func (s *stressRun) closeLockers() {
+	s.mu.Lock()
+	cs := s.closers
+	s.closers = nil
+	s.mu.Unlock()
+	for _, c := range cs {
+		if err := c.Close(); err != nil {
+			s.failf("closing a locker: want nil, got %v", err)
+		}
+	}
+}
+
+// run runs the workers and the fault injectors for d, then heals every
+// node and waits for every worker. It reports false if the workers had
+// not all returned stressHangAfter after the workload ended.
+func (s *stressRun) run(d time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var workers, injectors sync.WaitGroup
+	for id := range stressWorkers {
+		rng := rand.New(rand.NewPCG(uint64(s.seed), uint64(id)))
+		workers.Go(func() { s.worker(ctx, id, rng) })
+	}
+	// Two injectors over disjoint nodes, one fault at a time each: at
+	// most two of five nodes are faulty, so a majority always answers.
+	injectors.Go(func() {
+		s.processFaults(ctx, rand.New(rand.NewPCG(uint64(s.seed), 1000)), s.processFaulted)
+	})
+	injectors.Go(func() {
+		s.latencyFaults(ctx, rand.New(rand.NewPCG(uint64(s.seed), 1001)), []int{2, 3})
+	})
+	<-ctx.Done()
+	if !waitGroup(&injectors, stressHangAfter) {
+		s.failf("hang: fault injectors had not healed the nodes %v after the workload ended", stressHangAfter)
+	}
+	return waitGroup(&workers, stressHangAfter)
+}
+
+// processFaults kills (and restarts) or pauses (and resumes) one of nodes
+// at a time, for random periods, until ctx ends; it leaves them running.
+func (s *stressRun) processFaults(ctx context.Context, rng *rand.Rand, nodes []int) {
+	for sleepCtx(ctx, 100*time.Millisecond+time.Duration(rng.Int64N(int64(900*time.Millisecond)))) {
+		i := nodes[rng.IntN(len(nodes))]
+		nd := s.nodes[i]
+		down := 50*time.Millisecond + time.Duration(rng.Int64N(int64(1450*time.Millisecond)))
+		from := s.clock.Now()
+		if rng.IntN(2) == 0 {
+			s.fault("kill", i, chaos.EventKill, "")
+			if err := nd.Kill(); err != nil {
+				s.failf("killing node %d: %v", i, err)
+				return
+			}
+			sleepCtx(ctx, down) // no data is lost: no need to outwait the TTLs
+			if err := nd.Restart(); err != nil {
+				s.failf("restarting node %d: %v", i, err)
+				return
+			}
+			s.rec.Event(i, chaos.EventRestart, "")
+		} else {
+			s.fault("pause", i, chaos.EventPause, "")
+			if err := nd.Pause(); err != nil {
+				s.failf("pausing node %d: %v", i, err)
+				return
+			}
+			sleepCtx(ctx, down)
+			if err := nd.Resume(); err != nil {
+				s.failf("resuming node %d: %v", i, err)
+				return
+			}
+			s.rec.Event(i, chaos.EventResume, "")
+		}
+		s.mu.Lock()
+		s.downs[i] = append(s.downs[i], [2]time.Duration{from, s.clock.Now()})
+		s.mu.Unlock()
+	}
+}
+
+// latencyFaults delays the replies of one of nodes at a time, through its
+// proxy (for the lockers that dial through the proxies), for random
+// periods until ctx ends; it leaves them fast. The delays stay below the
+// clients' 500ms read timeout: a slow node still executes every request
+// it gets, so no release to it is lost.
+func (s *stressRun) latencyFaults(ctx context.Context, rng *rand.Rand, nodes []int) {
+	delays := []time.Duration{5 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond, 150 * time.Millisecond, 300 * time.Millisecond}
+	for sleepCtx(ctx, 100*time.Millisecond+time.Duration(rng.Int64N(int64(900*time.Millisecond)))) {
+		i := nodes[rng.IntN(len(nodes))]
+		d := delays[rng.IntN(len(delays))]
+		s.fault("latency", i, chaos.EventSlow, fmt.Sprintf("latency %v", d))
+		if err := s.proxies[i].SetLatency(d, d/10); err != nil {
+			s.failf("slowing node %d: %v", i, err)
+			return
+		}
+		sleepCtx(ctx, 100*time.Millisecond+time.Duration(rng.Int64N(int64(1900*time.Millisecond))))
+		if err := s.proxies[i].SetLatency(0, 0); err != nil {
+			s.failf("healing node %d: %v", i, err)
+			return
+		}
+		s.rec.Event(i, chaos.EventHeal, "")
+	}
+}
+
+// fault counts and records the start of a fault on node i.
+func (s *stressRun) fault(kind string, i int, ev chaos.EventKind, detail string) {
+	s.mu.Lock()
+	s.faults[kind]++
+	s.mu.Unlock()
+	s.rec.Event(i, ev, detail)
+}
+
+// waitGroup waits for wg at most d and reports whether it finished.
+func waitGroup(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// count counts one operation of kind.
+func (s *stressRun) count(kind string) {
+	s.mu.Lock()
+	s.ops[kind]++
+	s.mu.Unlock()
+}
+
+// failf records a failure, reported with the seed when the run ends.
+func (s *stressRun) failf(format string, args ...any) {
+	s.mu.Lock()
+	s.failures = append(s.failures, fmt.Sprintf(format, args...))
+	s.mu.Unlock()
+}
+
+// checkBound records a failure when a call took longer than its bound.
+func (s *stressRun) checkBound(worker int, what string, took, bound time.Duration) {
+	if took > bound {
+		s.failf("worker %d: %s: want a return within %v, got %v", worker, what, bound, took)
+	}
+}
+
+// holdStarted registers a hold by its token, as open.
+func (s *stressRun) holdStarted(h *stressHold) {
+	s.mu.Lock()
+	s.holds[h.l.Token()] = h
+	s.open[h] = struct{}{}
+	s.mu.Unlock()
+}
+
+// holdEnded marks a hold as unlocked.
+func (s *stressRun) holdEnded(h *stressHold) {
+	s.mu.Lock()
+	delete(s.open, h)
+	s.mu.Unlock()
+}
+
+// replay returns the command that replays this run's choices.
+func (s *stressRun) replay() string {
+	cmd := fmt.Sprintf("go test -race -run '^TestStress$' -stress.seed %d", s.seed)
+	if s.dur != 30*time.Second {
+		cmd += fmt.Sprintf(" -stress %v", s.dur)
+	}
+	return cmd + " ."
+}
+
+// seedNote is appended to every failure message.
+func (s *stressRun) seedNote() string {
+	return fmt.Sprintf("\n\t[seed %d; replay: %s]", s.seed, s.replay())
+}
+
+// checkHistory checks the recorded holds and fenced writes: no overlap,
+// no stale fenced write accepted, fences rising between holds in real
+// time order.
+func (s *stressRun) checkHistory(h chaos.History) {
+	for _, v := range chaos.Check(h) {
+		msg := "want no two holders at once and no stale fenced write, got " + v.String()
+		if v.Kind == chaos.Overlap {
+			msg += "\n\t\tA: " + s.describe(h.Sections[v.A]) + "\n\t\tB: " + s.describe(h.Sections[v.B])
+		}
+		s.failf("%s", msg)
+	}
+	for _, msg := range fenceRegressions(h.Sections) {
+		s.failf("%s", msg)
+	}
+}
+
+// describe says who held a section and what they did.
+func (s *stressRun) describe(sec chaos.Section) string {
+	s.mu.Lock()
+	h := s.holds[sec.Token]
+	s.mu.Unlock()
+	span := fmt.Sprintf("[%v, %v] deadline %v", ms(sec.Acquired), ms(sec.Released), ms(sec.Deadline))
+	if h == nil {
+		return fmt.Sprintf("worker %d in Do's fn %s", sec.Client, span)
+	}
+	return span + " " + h.String()
+}
+
+func ms(d time.Duration) string {
+	if d == chaos.Never {
+		return "never"
+	}
+	return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+}
+
+// fenceRegressions returns a message for every fenced hold B of a key
+// whose fence is not above that of a hold A of the key acquired (A's call
+// returned) before B's call started: the fencing claim of fence.go.
+func fenceRegressions(secs []chaos.Section) []string {
+	byKey := map[string][]chaos.Section{}
+	for _, sec := range secs {
+		if sec.Fence > 0 {
+			byKey[sec.Key] = append(byKey[sec.Key], sec)
+		}
+	}
+	var out []string
+	for k, list := range byKey {
+		sort.Slice(list, func(i, j int) bool { return list[i].Acquired < list[j].Acquired })
+		best := make([]int, len(list)) // best[i]: the highest fence among list[:i+1]
+		for i := range list {
+			best[i] = i
+			if i > 0 && list[best[i-1]].Fence >= list[i].Fence {
+				best[i] = best[i-1]
+			}
+		}
+		for _, b := range list {
+			n := sort.Search(len(list), func(i int) bool { return list[i].Acquired >= b.Attempt })
+			if n == 0 {
+				continue
+			}
+			if a := list[best[n-1]]; b.Fence <= a.Fence {
+				out = append(out, fmt.Sprintf("%q: want a fence above %d (worker %d, acquired at %s) for worker %d's hold attempted later at %s, got %d",
+					k, a.Fence, a.Client, ms(a.Acquired), b.Client, ms(b.Attempt), b.Fence))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// checkUnlocked checks that every lock a worker got was unlocked.
+func (s *stressRun) checkUnlocked() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for h := range s.open {
+		s.failures = append(s.failures, fmt.Sprintf("want every lock unlocked by its worker, got one still open: %s", h))
+	}
+}
+
+// leftover is a lock key found on a node after quiescence.
+type leftover struct {
+	node  int
+	key   string
+	value string
+	pttl  time.Duration
+}
+
+// checkLeftovers waits up to stressSettle for every lock key to be gone
+// from every node, and fails for each key left that a release should
+// have removed. A key on a node that was killed or paused after the key
+// was set is excused (logged, not failed): the release may have found the
+// node down, and the key then lives out its TTL. If keys are left, it
+// waits for the longest TTL and checks that they expired. It returns the
+// number of keys left.
+func (s *stressRun) checkLeftovers() int {
+	var left []leftover
+	deadline := time.Now().Add(stressSettle)
+	for {
+		left = s.scanLockKeys()
+		if len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // polling Redis: there is no event to await
+	}
+	var blamed []leftover
+	longest := time.Duration(0) // the longest any key left may live
+	for _, lo := range left {
+		longest = max(longest, lo.pttl)
+		if s.excused(lo) {
+			s.t.Logf("stress: excused, node %d was killed or paused since the key was set: %s", lo.node, s.describeLeftover(lo))
+			continue
+		}
+		blamed = append(blamed, lo)
+		s.failf("want no lock key left %v after quiescence, got %s", stressSettle, s.describeLeftover(lo))
+	}
+	if len(blamed) == 0 {
+		return len(left)
+	}
+	// Nothing sets a key after quiescence: once the longest PTTL has
+	// passed, a key still there was extended since (an extender that
+	// outlived its lock) or has no TTL.
+	wait := min(longest, stressMaxTTL) + time.Second
+	time.Sleep(wait) // waiting out the TTLs
+	for _, lo := range s.scanLockKeys() {
+		s.failf("want every key gone %v after quiescence (the longest PTTL then, plus 1s), got %s", stressSettle+wait, s.describeLeftover(lo))
+	}
+	return len(left)
+}
+
+// excused reports whether lo's node was killed or paused after lo's key
+// was last set: at the earliest stressMaxTTL - PTTL ago.
+func (s *stressRun) excused(lo leftover) bool {
+	if lo.pttl < 0 {
+		return false // no TTL at all: nothing excuses that
+	}
+	set := s.clock.Now() - (stressMaxTTL - lo.pttl) - time.Second
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range s.downs[lo.node] {
+		if d[1] >= set {
+			return true
+		}
+	}
+	return false
+}
+
+// scanLockKeys lists the lock keys (not the fence counters) on every node.
+func (s *stressRun) scanLockKeys() []leftover {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var out []leftover
+	for i, c := range s.inspect {
+		it := c.Scan(ctx, 0, s.prefix+"*", 1000).Iterator()
+		for it.Next(ctx) {
+			k := it.Val()
+			if strings.HasSuffix(k, ":fence") {
+				continue
+			}
+			v, _ := c.Get(ctx, k).Result()
+			p, _ := c.PTTL(ctx, k).Result()
+			out = append(out, leftover{node: i, key: k, value: v, pttl: p})
+		}
+		if err := it.Err(); err != nil {
+			s.failf("scanning node %d for lock keys: %v", i, err)
+		}
+	}
+	return out
+}
+
+// describeLeftover says where a key was left and whose token it holds.
+func (s *stressRun) describeLeftover(lo leftover) string {
+	s.mu.Lock()
+	h := s.holds[lo.value]
+	s.mu.Unlock()
+	whose := "an unknown token: a lost or cancelled attempt's, or a Do's lock"
+	if h != nil {
+		whose = "the token of an unlocked hold: " + h.String()
+	}
+	return fmt.Sprintf("node %d: %q = %q, PTTL %v, %s", lo.node, lo.key, lo.value, lo.pttl, whose)
+}
+
+// checkGoroutines checks that the goroutines are back to the baseline
+// taken after set-up. It first closes the lockers' go-redis clients, the
+// test's own, so that the proxies' goroutines for their connections end.
+// The redis-server processes restarted since then each have a goroutine
+// that waits for them (and os/exec's copying ones); those are the
+// test's, not the library's.
+func (s *stressRun) checkGoroutines() {
+	for _, c := range s.network {
+		_ = c.Close()
+	}
+	err := goleak.Find(s.baseline,
+		goleak.IgnoreAnyFunction("github.com/seed543a70bd/redlock/internal/redisnode.(*Node).startLocked.func1"),
+		goleak.IgnoreAnyFunction("os/exec.(*Cmd).Start.func2"),
+	)
+	if err != nil {
+		s.failf("want goroutines back to the baseline after quiescence, got %v", err)
+	}
+}
+
+// report logs what the run did.
+func (s *stressRun) report(d time.Duration, h chaos.History, left int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.t.Logf("stress: seed %d, workload %v, %d workers, %d nodes", s.seed, d, stressWorkers, stressNodes)
+	s.t.Logf("stress: operations: %s", counts(s.ops))
+	s.t.Logf("stress: faults: %s", counts(s.faults))
+	s.t.Logf("stress: holds checked %d, fenced writes %d, keys left after quiescence %d, failures %d",
+		len(h.Sections), len(h.Writes), left, len(s.failures))
+}
+
+// counts formats a count per kind, sorted by kind.
+func counts(m map[string]int) string {
+	kinds := make([]string, 0, len(m))
+	for k := range m {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// emitFailures fails the test with every recorded failure (the first 30),
+// each with the seed and the replay command.
+func (s *stressRun) emitFailures() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, f := range s.failures {
+		if i == 30 {
+			s.t.Errorf("... and %d more failures%s", len(s.failures)-30, s.seedNote())
+			break
+		}
+		s.t.Errorf("%s%s", f, s.seedNote())
+	}
+}
+
+// allStacks returns every goroutine's stack.
+func allStacks() string {
+	buf := make([]byte, 1<<22)
+	return string(buf[:runtime.Stack(buf, true)])
+}
