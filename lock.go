@@ -17,7 +17,8 @@ type Lock struct {
 	token string
 	ttl   time.Duration
 	cfg   *config
-	acq   *round // the round that won the lock; it may still have replies in flight
+	fam   *family // a path, read or permit lock (family.go); nil for a key lock
+	acq   *round  // the round that won the lock; it may still have replies in flight
 
 	acquired time.Time // monotonic start of the acquiring round
 	fence    int64     // fencing token; 0 without WithFencing
@@ -56,10 +57,14 @@ func (l *Lock) Extensions() int {
 }
 
 // Key returns the locked key; for a lock over several keys, the keys
-// joined with ",".
+// joined with ","; for a path lock, the normalized path; for a read lock
+// or a semaphore permit, the key given.
 func (l *Lock) Key() string {
 	if l == nil {
 		return ""
+	}
+	if l.fam != nil {
+		return l.fam.name
 	}
 	if len(l.keys) == 1 {
 		return l.keys[0]
@@ -67,12 +72,21 @@ func (l *Lock) Key() string {
 	return strings.Join(l.keys, ",")
 }
 
-// Keys returns the locked keys.
+// Keys returns the locked keys (for a lock of the family, Key alone).
 func (l *Lock) Keys() []string {
 	if l == nil {
 		return nil
 	}
-	return append([]string(nil), l.keys...)
+	return append([]string(nil), l.shownKeys()...)
+}
+
+// shownKeys returns the keys that errors and observer events name: the
+// lock's keys, or its family's name.
+func (l *Lock) shownKeys() []string {
+	if l.fam != nil {
+		return l.fam.shown
+	}
+	return l.keys
 }
 
 // Token returns the random value stored on each node: 128 bits from
@@ -154,7 +168,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return l.c.unsentError(opExtend, l.keys, err)
+		return l.c.unsentError(opExtend, l.shownKeys(), err)
 	}
 	l.extMu.Lock()
 	defer l.extMu.Unlock()
@@ -163,11 +177,11 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	l.mu.Unlock()
 	switch {
 	case released:
-		return l.c.unsentError(opExtend, l.keys, ErrNotHeld, ErrExpired, ErrReleased)
+		return l.c.unsentError(opExtend, l.shownKeys(), ErrNotHeld, ErrExpired, ErrReleased)
 	case left <= 0:
-		return l.c.unsentError(opExtend, l.keys, ErrNotHeld, ErrExpired)
+		return l.c.unsentError(opExtend, l.shownKeys(), ErrNotHeld, ErrExpired)
 	}
-	out := l.c.run(ctx, opExtend, l.keys, l.token, ttl, l.cfg, &l.floor)
+	out := l.c.run(ctx, opExtend, l, ttl)
 	eff := ttl
 	if f := time.Duration(l.floor.Load()); f > 0 {
 		eff = min(eff, f)
@@ -234,7 +248,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if l.acq != nil {
 		l.acq.unlocked.Store(true)
 	}
-	out := l.c.run(ctx, opRelease, l.keys, l.token, ttl, l.cfg, nil)
+	out := l.c.run(ctx, opRelease, l, ttl)
 	if first {
 		l.observeUnlock(out)
 	}

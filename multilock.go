@@ -170,7 +170,7 @@ func (c *Client) TryLockKeys(ctx context.Context, keys []string, ttl time.Durati
 	if err != nil {
 		return nil, err
 	}
-	return c.tryLock(ctx, keys, ttl, token, cfg)
+	return c.tryLock(ctx, keys, ttl, token, cfg, nil)
 }
 
 // LockKeys acquires all of keys, as one lock, for ttl on a quorum of
@@ -186,7 +186,7 @@ func (c *Client) LockKeys(ctx context.Context, keys []string, ttl time.Duration,
 	if err != nil {
 		return nil, err
 	}
-	return c.lock(ctx, keys, ttl, cfg)
+	return c.lock(ctx, keys, ttl, cfg, nil)
 }
 
 // prepareKeys validates keys for every node and returns a copy of them

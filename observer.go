@@ -246,7 +246,7 @@ func (l *Lock) observeLostLocked(err error) {
 	}
 	held := time.Since(l.acquired)
 	if o := l.cfg.obs; o != nil {
-		o.ObserveLock(LockEvent{Keys: l.keys, Held: held, Extensions: l.extended, Lost: true, Err: err})
+		o.ObserveLock(LockEvent{Keys: l.shownKeys(), Held: held, Extensions: l.extended, Lost: true, Err: err})
 	}
 	if lg := l.cfg.log; lg != nil {
 		lg.Warn("redlock: lock lost", "key", l.Key(), "held", held, "extensions", l.extended, "err", err)
@@ -273,7 +273,7 @@ func (l *Lock) observeUnlock(out outcome) {
 	if !out.won && out.err != nil {
 		err = out.err
 	}
-	l.cfg.obs.ObserveLock(LockEvent{Keys: l.keys, Held: time.Since(l.acquired), Extensions: l.Extensions(), Err: err})
+	l.cfg.obs.ObserveLock(LockEvent{Keys: l.shownKeys(), Held: time.Since(l.acquired), Extensions: l.Extensions(), Err: err})
 }
 
 // logDroppedRetry logs a failed release that will not be retried (after

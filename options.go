@@ -154,14 +154,20 @@ const MinTokenLen = 16
 // so take its lock back after a restart: acquire is idempotent for the
 // same token, counting and refreshing nodes that still hold it. The token
 // must be unique to the holder and at least MinTokenLen (16) bytes, else
-// ErrInvalid. Lock and New reject it (ErrInvalid): retries, or locks,
-// sharing one token could release each other's keys. Do not run two
-// calls with one token at the same time. Default: a random token per
-// attempt.
+// ErrInvalid, and must not begin with "redlock:" (the library's own
+// values), else ErrInvalid. Lock and New reject it (ErrInvalid): retries,
+// or locks, sharing one token could release each other's keys. Do not run
+// two calls with one token at the same time. A TryLock with a token drops
+// the background retries of earlier releases of that token (see Unlock)
+// before it sends anything. Default: a random token per attempt.
 func WithToken(token string) Option {
 	return func(c *config) {
 		if len(token) < MinTokenLen {
 			c.err = invalidf("token of %d bytes is shorter than %d", len(token), MinTokenLen)
+			return
+		}
+		if strings.HasPrefix(token, reservedPrefix) {
+			c.err = invalidf("token %q begins with %q, which marks the library's own values (read locks, semaphore limits)", token, reservedPrefix)
 			return
 		}
 		c.token = token

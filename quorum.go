@@ -97,15 +97,19 @@ type outcome struct {
 // run fans the request out and blocks until the outcome is decided, the
 // per-node timeout passes, or ctx is done. An acquire is fenced when cfg
 // says so; a release is announced to waiters (see pubsub.go).
-// An acquire or extend passes its lock's floor (see Lock.floor), lowered
-// to ttl when a request fails and so may still land later.
-func (c *Client) run(ctx context.Context, op opKind, keys []string, token string, ttl time.Duration, cfg *config, floor *atomic.Int64) outcome {
-	return c.runReq(ctx, &request{
-		op: op, keys: keys, token: token, ttl: ttl,
-		fenced: op == opAcquire && cfg.fencing,
+// An acquire or extend passes l's floor (see Lock.floor), lowered to
+// ttl when a request fails and so may still land later.
+func (c *Client) run(ctx context.Context, op opKind, l *Lock, ttl time.Duration) outcome {
+	req := &request{
+		op: op, keys: l.keys, token: l.token, ttl: ttl,
+		fenced: op == opAcquire && l.cfg.fencing,
 		notify: op == opRelease,
-		floor:  floor,
-	}, cfg)
+		fam:    l.fam,
+	}
+	if op != opRelease {
+		req.floor = &l.floor
+	}
+	return c.runReq(ctx, req, l.cfg)
 }
 
 // lowerFloor lowers *floor (nanoseconds; 0: none) to ttl.
@@ -129,9 +133,16 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 		req.prepare(n)
 	}
 	op, keys, token, ttl := req.op, req.keys, req.token, req.ttl
+	need := c.need
+	if req.fam != nil {
+		keys = req.fam.shown // errors and events name the lock, not its keys
+		if req.fam.need > 0 {
+			need = req.fam.need
+		}
+	}
 	rd := &round{
 		c: c, cfg: cfg, req: req, op: op, keys: keys, token: token, ttl: ttl,
-		need:    c.need,
+		need:    need,
 		timeout: cfg.timeoutFor(ttl),
 		drift:   cfg.driftFactor,
 		res:     make([]NodeResult, n),
@@ -435,7 +446,7 @@ func (rd *round) release(nd *node) {
 	// A clean-up, not an Unlock: no announcement, so that the releases of
 	// split votes do not wake every waiter into another split.
 	start := time.Now()
-	req := &request{op: opRelease, keys: rd.keys, token: rd.token, ttl: rd.ttl, prefix: rd.req.prefix}
+	req := &request{op: opRelease, keys: rd.req.keys, token: rd.token, ttl: rd.ttl, prefix: rd.req.prefix, fam: rd.req.fam}
 	r := rd.c.exec(ctx, nd, req)
 	if rd.cfg.obs != nil || rd.cfg.log != nil {
 		rd.observeCleanup(nd, r, time.Since(start))

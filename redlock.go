@@ -156,7 +156,7 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 	if err != nil {
 		return nil, err
 	}
-	return c.tryLock(ctx, []string{key}, ttl, token, cfg)
+	return c.tryLock(ctx, []string{key}, ttl, token, cfg, nil)
 }
 
 // Lock acquires key for ttl like TryLock, retrying after a jittered delay
@@ -180,18 +180,19 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	if err := c.checkSharded([]string{key}, cfg); err != nil {
 		return nil, err
 	}
-	return c.lock(ctx, []string{key}, ttl, cfg)
+	return c.lock(ctx, []string{key}, ttl, cfg, nil)
 }
 
-// tryLock is one attempt on validated keys.
-func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, token string, cfg *config) (*Lock, error) {
+// tryLock is one attempt on validated keys; fam is nil for a key lock.
+func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, token string, cfg *config, fam *family) (*Lock, error) {
 	if err := c.check(ctx, ttl, cfg); err != nil {
 		return nil, err
 	}
+	l := &Lock{c: c, keys: keys, token: token, ttl: ttl, cfg: cfg, fam: fam}
 	if err := ctx.Err(); err != nil {
-		qe := c.unsentError(opAcquire, keys, ErrNotObtained, err)
+		qe := c.unsentError(opAcquire, l.shownKeys(), ErrNotObtained, err)
 		if cfg.obs != nil {
-			cfg.obs.ObserveRound(RoundEvent{Op: "lock", Keys: keys, Reason: reasonOf(qe), Err: qe})
+			cfg.obs.ObserveRound(RoundEvent{Op: "lock", Keys: l.shownKeys(), Reason: reasonOf(qe), Err: qe})
 		}
 		return nil, qe
 	}
@@ -203,8 +204,7 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 		// not delete what this one sets.
 		c.forgetReleases(token)
 	}
-	l := &Lock{c: c, keys: keys, token: token, ttl: ttl, cfg: cfg}
-	out := c.run(ctx, opAcquire, keys, token, ttl, cfg, &l.floor)
+	out := c.run(ctx, opAcquire, l, ttl)
 	l.acq = out.rd
 	if p := c.dupErr.Load(); p != nil {
 		// Found during this round: refuse even a win, which may have
@@ -215,6 +215,9 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 		return nil, *p
 	}
 	if !out.won {
+		if fam != nil && fam.kind == kindPermit && limitMismatched(out.err) {
+			out.err.reasons = append(out.err.reasons, ErrInvalid)
+		}
 		return nil, out.err
 	}
 	if cfg.fencing {

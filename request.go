@@ -26,6 +26,7 @@ type request struct {
 	fkeys  []string      // keys followed by their fence counters, when fenced or opFence
 	prefix string        // WithKeyPrefix: put before every key and channel on the wire
 	floor  *atomic.Int64 // acquire, extend: the lock's floor (Lock.floor); nil otherwise
+	fam    *family       // a path, read or permit lock (family.go); nil for a key lock
 
 	// Set by prepare: the script and its EVALSHA command, boxed once per
 	// round. Each node gets its own copy of the argument slice (a go-redis
@@ -52,47 +53,65 @@ func (req *request) prepare(n int) {
 	if (req.fenced || req.op == opFence) && req.fkeys == nil {
 		req.fkeys = fenceKeys(keys)
 	}
-	var a1, a2, a3 any = req.token, nil, nil
-	switch req.op {
-	case opAcquire:
-		req.script, a2 = scriptAcquire, pxMillis(req.ttl)
+	var ex [4]any // the arguments after the token
+	ne := 0
+	arg := func(v any) { ex[ne] = v; ne++ }
+	announce := func() {
+		if !req.notify {
+			return
+		}
+		if req.prefix == "" {
+			arg(releasePrefix)
+			return
+		}
+		// The channel is prefix + ReleaseChannel(key): the script drops
+		// the key's prefix after the channel's.
+		arg(req.prefix + releasePrefix)
+		arg(len(req.prefix))
+	}
+	switch {
+	case req.fam != nil:
+		req.script = req.fam.script(req.op)
+		switch req.op {
+		case opAcquire, opExtend:
+			arg(pxMillis(req.ttl))
+			switch req.fam.kind {
+			case kindRead:
+				arg(readMarker)
+			case kindPermit:
+				arg(req.fam.limit)
+				arg(limitMember)
+			}
+		default:
+			if req.fam.kind == kindRead {
+				arg(readMarker)
+			}
+			announce()
+		}
+	case req.op == opAcquire:
+		req.script = scriptAcquire
+		arg(pxMillis(req.ttl))
 		if req.fenced {
 			req.script, keys = scriptAcquireFenced, req.fkeys
 		}
-	case opExtend:
-		req.script, a2 = scriptExtend, pxMillis(req.ttl)
-	case opFence:
-		req.script, keys, a2 = scriptFence, req.fkeys, req.fence
+	case req.op == opExtend:
+		req.script = scriptExtend
+		arg(pxMillis(req.ttl))
+	case req.op == opFence:
+		req.script, keys = scriptFence, req.fkeys
+		arg(req.fence)
 	default:
 		req.script = scriptRelease
-		if req.notify {
-			a2 = releasePrefix
-			if req.prefix != "" {
-				// The channel is prefix + ReleaseChannel(key): the
-				// script drops the key's prefix after the channel's.
-				a2, a3 = req.prefix+releasePrefix, len(req.prefix)
-			}
-		}
+		announce()
 	}
-	w := 4 + len(keys)
-	if a2 != nil {
-		w++
-	}
-	if a3 != nil {
-		w++
-	}
+	w := 4 + len(keys) + ne
 	all := make([]any, 0, (n+1)*w)
 	all = append(all, "evalsha", req.script.sha, len(keys))
 	for _, k := range keys {
 		all = append(all, k)
 	}
-	all = append(all, a1)
-	if a2 != nil {
-		all = append(all, a2)
-	}
-	if a3 != nil {
-		all = append(all, a3)
-	}
+	all = append(all, req.token)
+	all = append(all, ex[:ne]...)
 	for range n {
 		all = append(all, all[:w]...)
 	}
@@ -213,6 +232,11 @@ func (c *Client) after(ctx context.Context, nd *node, req *request, res any, err
 		}
 	case -1:
 		st = NodeTaken
+	case -2:
+		if req.fam == nil || req.fam.kind != kindPermit {
+			return reply{st: NodeFailed, err: errUnexpectedReply(res)}
+		}
+		return reply{st: NodeFailed, err: errLimitMismatch(req.fam)}
 	}
 	if st == NodeOK && nd.guard != nil && req.op != opRelease {
 		if err := nd.guard.admit(ctx, nd, sent); err != nil {
@@ -222,13 +246,13 @@ func (c *Client) after(ctx context.Context, nd *node, req *request, res any, err
 	return reply{st: st, fence: f}
 }
 
-// parseReply checks a script's reply: an integer 1, 0 or -1, or for a
+// parseReply checks a script's reply: an integer 1, 0, -1 or -2 (a semaphore's limit mismatch), or for a
 // fenced acquire {1, f} with f > 0 or {0, 0}. Anything else (a string of
 // digits, a RESP3 type, another number) is not what our scripts return.
 func parseReply(res any, fenced bool) (v, f int64, ok bool) {
 	if !fenced {
 		v, ok = res.(int64)
-		return v, 0, ok && (v == 1 || v == 0 || v == -1)
+		return v, 0, ok && (v == 1 || v == 0 || v == -1 || v == -2)
 	}
 	arr, ok := res.([]any)
 	if !ok || len(arr) != 2 {

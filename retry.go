@@ -10,7 +10,7 @@ import (
 // lock retries tryLock with jittered delays until it wins, ctx is done or
 // the retry budget is spent. Once the key is found held it also waits for
 // the holder's release announcement (pubsub.go), whichever comes first.
-func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg *config) (*Lock, error) {
+func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg *config, fam *family) (*Lock, error) {
 	// Every attempt has a token of its own. Were one token reused, the
 	// release of an earlier, lost attempt that reached a slow node late
 	// could delete the key a later, winning attempt had just set there,
@@ -38,7 +38,7 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 			w.drain() // this attempt sees the releases announced so far
 			wake = w.wake
 		}
-		l, err := c.tryLock(ctx, keys, ttl, token, cfg)
+		l, err := c.tryLock(ctx, keys, ttl, token, cfg, fam)
 		if err == nil || !retryable(err) {
 			return l, err
 		}
@@ -46,7 +46,11 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 			return nil, err
 		}
 		if w == nil && !cfg.noHandoff && errors.Is(err, ErrContended) {
-			w = c.hub.join(c, keys)
+			on := keys // the keys whose releases wake us
+			if fam != nil {
+				on = fam.wake
+			}
+			w = c.hub.join(c, on)
 			wake = w.wake
 		}
 		d := jitter(cfg.retryDelay)

@@ -26,6 +26,24 @@ var (
 	releaseSrc string
 	//go:embed fenced_set.lua
 	fencedSetSrc string
+	//go:embed read_acquire.lua
+	readAcquireSrc string
+	//go:embed read_extend.lua
+	readExtendSrc string
+	//go:embed read_release.lua
+	readReleaseSrc string
+	//go:embed path_acquire.lua
+	pathAcquireSrc string
+	//go:embed path_extend.lua
+	pathExtendSrc string
+	//go:embed path_release.lua
+	pathReleaseSrc string
+	//go:embed sem_acquire.lua
+	semAcquireSrc string
+	//go:embed sem_extend.lua
+	semExtendSrc string
+	//go:embed sem_release.lua
+	semReleaseSrc string
 
 	scriptAcquire       = newLua(acquireSrc)
 	scriptAcquireFenced = newLua(acquireFencedSrc)
@@ -33,6 +51,13 @@ var (
 	scriptExtend        = newLua(extendSrc)
 	scriptRelease       = newLua(releaseSrc)
 	scriptFencedSet     = newLua(fencedSetSrc)
+
+	// The lock family (family.go): per kind, acquire, extend, release.
+	familyScripts = [...][3]*luaScript{
+		kindRead:   {newLua(readAcquireSrc), newLua(readExtendSrc), newLua(readReleaseSrc)},
+		kindPath:   {newLua(pathAcquireSrc), newLua(pathExtendSrc), newLua(pathReleaseSrc)},
+		kindPermit: {newLua(semAcquireSrc), newLua(semExtendSrc), newLua(semReleaseSrc)},
+	}
 )
 
 // luaScript is a redis.Script with its source and SHA-1 boxed once, so
