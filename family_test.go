@@ -471,4 +471,3 @@ func usecPerCall(t testing.TB, c redis.UniversalClient) float64 {
 	t.Fatalf("no cmdstat_evalsha in INFO commandstats:\n%s", info)
 	return 0
 }
-

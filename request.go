@@ -246,9 +246,10 @@ func (c *Client) after(ctx context.Context, nd *node, req *request, res any, err
 	return reply{st: st, fence: f}
 }
 
-// parseReply checks a script's reply: an integer 1, 0, -1 or -2 (a semaphore's limit mismatch), or for a
-// fenced acquire {1, f} with f > 0 or {0, 0}. Anything else (a string of
-// digits, a RESP3 type, another number) is not what our scripts return.
+// parseReply checks a script's reply: an integer 1, 0, -1 or -2 (a
+// semaphore's limit mismatch), or for a fenced acquire {1, f} with f > 0
+// or {0, 0}. Anything else (a string of digits, a RESP3 type, another
+// number) is not what our scripts return.
 func parseReply(res any, fenced bool) (v, f int64, ok bool) {
 	if !fenced {
 		v, ok = res.(int64)
