@@ -35,10 +35,11 @@ type retryQueue struct {
 
 // retryItem is one release to retry.
 type retryItem struct {
-	req   *request
-	until time.Time // the key has expired on the node by then: give up
-	next  time.Time // not before
-	tries int
+	req     *request
+	until   time.Time // the key has expired on the node by then: give up
+	next    time.Time // not before
+	tries   int
+	checked bool // a recheck is done or scheduled (see retryBatch)
 }
 
 const (
@@ -46,13 +47,18 @@ const (
 	retryFirst     = 5 * time.Millisecond   // first delay, doubled per failure
 	retryMaxDelay  = 500 * time.Millisecond // delay cap
 	retryFinalWait = ReleaseTimeout         // Close's last attempt, per node
+	// retryRecheck is how long after a release that found nothing, where
+	// the request it undoes may still land, the release is tried again.
+	retryRecheck = time.Second
 )
 
 // retryRelease queues req, a release that failed on nd, for a retry. ttl
-// is the TTL the released token was set with; err the failure. Releases
-// of a closed go-redis client, and every release after Close, are
-// dropped: the keys expire with their TTL.
-func (c *Client) retryRelease(nd *node, req *request, ttl time.Duration, err error) {
+// is the TTL the released token was set with; err the failure. With a
+// positive recheck, req did not fail but found nothing while the request
+// it undoes may still land: it is tried once more, that much later.
+// Releases of a closed go-redis client, and every release after Close,
+// are dropped: the keys expire with their TTL.
+func (c *Client) retryRelease(nd *node, req *request, ttl time.Duration, err error, recheck time.Duration) {
 	if errors.Is(err, redis.ErrClosed) {
 		return
 	}
@@ -61,6 +67,9 @@ func (c *Client) retryRelease(nd *node, req *request, ttl time.Duration, err err
 		req:   req,
 		until: now.Add(ttl + drift(ttl, c.cfg.driftFactor)),
 		next:  now.Add(jitter(retryFirst)),
+	}
+	if recheck > 0 {
+		it.next, it.checked = now.Add(recheck), true
 	}
 	q := &nd.retry
 	q.mu.Lock()
@@ -168,6 +177,11 @@ func (q *retryQueue) takeDueLocked(now time.Time, closing bool) (due []retryItem
 // retryBatch tries each due release once, in order, and returns those to
 // try again, with their next attempt scheduled. A node that fails one
 // is not asked the rest this time: they wait for the same back-off.
+//
+// A release that failed before and now finds nothing is tried once more,
+// retryRecheck later: the attempts that failed, or the acquire it
+// undoes, may have been held in a stopped server's socket and run after
+// this one once it resumed.
 func (c *Client) retryBatch(nd *node, due []retryItem, closing bool) (again []retryItem) {
 	timeout := max(c.cfg.nodeTimeout, ReleaseTimeout)
 	if closing {
@@ -185,12 +199,21 @@ func (c *Client) retryBatch(nd *node, due []retryItem, closing bool) (again []re
 		r := c.exec(ctx, nd, it.req)
 		cancel()
 		if r.st != NodeFailed {
-			continue // the node answered: released, or not ours
+			// The node answered: released, or not ours.
+			if r.st != NodeOK && !it.checked && !closing {
+				it.checked = true
+				it.next = time.Now().Add(retryRecheck)
+				again = append(again, it)
+			}
+			continue
 		}
 		if errors.Is(r.err, redis.ErrClosed) {
 			return nil // the go-redis client is closed: nothing can be sent
 		}
 		for _, rest := range due[k:] {
+			if rest.req == it.req && rest.checked && r.st != NodeFailed {
+				continue
+			}
 			rest.tries++
 			d := min(retryFirst<<min(rest.tries, 10), retryMaxDelay)
 			rest.next = time.Now().Add(jitter(d))
@@ -236,18 +259,21 @@ func (c *Client) isClosed() bool {
 	}
 }
 
-// Close ends the client's background work and waits for it: the
-// releases still being retried (see Unlock) get one last attempt each,
-// bounded by ReleaseTimeout per node, and are then dropped; their keys
-// expire with their TTL. Locks already held can still be extended and
-// unlocked, but a release that fails after Close is not retried, and new
-// acquisitions return an error matching ErrClosed (and ErrInvalid). It
-// does not close the go-redis clients. Close is idempotent and returns
-// nil; on a nil or zero Client it does nothing.
+// Close ends the client's background work and waits for it, so that a
+// process may exit right after it: the releases still in flight (see
+// Unlock) get up to ReleaseTimeout to be answered, then the releases
+// still being retried get one last attempt each, bounded by
+// ReleaseTimeout per node, and are dropped; their keys expire with their
+// TTL. Locks already held can still be extended and unlocked, but a
+// release that fails after Close is not retried, and new acquisitions
+// return an error matching ErrClosed (and ErrInvalid). It does not close
+// the go-redis clients. Close is idempotent and returns nil; on a nil or
+// zero Client it does nothing.
 func (c *Client) Close() error {
 	if c == nil || c.closed == nil {
 		return nil
 	}
+	c.flights.wait(ReleaseTimeout)
 	c.bgMu.Lock()
 	c.closeOnce.Do(func() { close(c.closed) })
 	c.bgMu.Unlock()

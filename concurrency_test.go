@@ -463,30 +463,47 @@ func TestZeroValues(t *testing.T) {
 	require.Less(t, time.Since(start), time.Second, "want zero values refused at once")
 }
 
-// TestUnlockWaitsForEveryReachableNode: a node 30ms slower than the
-// rest must have released by the time Unlock returns, so that a process
-// that exits right after Unlock leaves nothing behind. Before, Unlock
-// returned once a majority had released.
+// TestUnlockWaitsForEveryReachableNode: when Unlock returns, the nodes
+// about as fast as the quorum have released too, and once Close returns
+// so has a node 30ms slower than the rest, so that a process that exits
+// after Close leaves nothing behind. Before, Unlock returned once a
+// majority had released, and nothing waited for the rest.
 func TestUnlockWaitsForEveryReachableNode(t *testing.T) {
-	nodes := redistest.Nodes(t, 3)
-	clients := make([]redis.UniversalClient, 3)
+	nodes := redistest.Nodes(t, 5)
+	clients := make([]redis.UniversalClient, 5)
 	for i, nd := range nodes {
-		c := redistest.Client(t, nd)
-		clients[i] = c
+		clients[i] = redistest.Client(t, nd)
 	}
-	p, err := chaos.NewProxy(t.Name(), nodes[2].Addr())
+	p, err := chaos.NewProxy(t.Name(), nodes[4].Addr())
 	require.NoError(t, err)
 	t.Cleanup(p.Close)
 	slow := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = slow.Close() })
-	rl := newClient(t, []redis.UniversalClient{clients[0], clients[1], slow})
+	rl, err := redlock.New([]redis.UniversalClient{clients[0], clients[1], clients[2], clients[3], slow},
+		redlock.WithNodeTimeout(testNodeTimeout))
+	require.NoError(t, err)
 	k := key(t)
+	for range 20 {
+		l, err := rl.TryLock(context.Background(), k, 10*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(context.Background()))
+		left := 0
+		for _, c := range clients[:4] {
+			if get(t, c, k) != "" {
+				left++
+			}
+		}
+		// The quorum is 3 of 5: at most one fast node may still be
+		// answering when Unlock returns, and only on a stall.
+		require.LessOrEqual(t, left, 1, "want the fast nodes released when Unlock returns")
+	}
 	l, err := rl.TryLock(context.Background(), k, 10*time.Second)
 	require.NoError(t, err)
 	require.NoError(t, p.SetLatency(30*time.Millisecond, 0))
 	require.NoError(t, l.Unlock(context.Background()))
+	require.NoError(t, rl.Close())
 	for i, c := range clients {
-		require.Empty(t, get(t, c, k), "node %d still holds the key when Unlock returned", i)
+		require.Empty(t, get(t, c, k), "node %d still holds the key when Close returned", i)
 	}
 }
 

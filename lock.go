@@ -217,12 +217,15 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 //
 // Unlock is a clean-up and is not cut short by ctx's cancellation: it
 // waits for the nodes at most the longer of the per-node timeout and
-// ReleaseTimeout (250ms) instead. Within that bound it waits for every
-// node it can reach, not only a quorum, so that a process may exit as
-// soon as Unlock returns and leave no key behind. A node that has not
-// confirmed by then (stopped, unreachable, or answering with an error)
-// is retried in the background until it answers, the key's TTL has
-// passed, or Client.Close; the caller never waits for that.
+// ReleaseTimeout (250ms) instead. Once a quorum has answered it waits
+// for the other nodes a short grace more (twice the time the quorum
+// took, at least 1ms), so that nodes as fast as the rest have released
+// when it returns and the requests to slower ones have gone out, while a
+// slow or stopped node does not slow every Unlock down. A release that
+// fails (a stopped or unreachable node, an error) is retried in the
+// background until the node answers, the key's TTL has passed, or
+// Client.Close; the caller never waits for that. A process about to exit
+// calls Client.Close, which waits for the releases in flight.
 //
 // Errors: ErrInvalid for a nil or zero *Lock or nil ctx; a *QuorumError
 // matching ErrNotHeld when fewer than a quorum still held the token (for

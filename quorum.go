@@ -65,11 +65,14 @@ type round struct {
 	fsync    bool    // fenced acquire: every node of the winning quorum had that counter
 	done     chan struct{}
 	settled  chan struct{} // closed by the last report; nil when nobody waits for it
-	// lateOK marks the nodes of a won acquire whose grant (or failure,
+	// late marks the nodes of a won acquire whose grant (or failure,
 	// which may have landed) was reported after the decision. Were the
 	// win then cut short by ctx, they must be released too: they are in
-	// no other list. Allocated on first use.
-	lateOK []bool
+	// no other list. A bit set, so that marking allocates nothing.
+	late lateSet
+	// none marks the nodes that certainly did not apply the request: it
+	// was never sent, or refused before sending. Nothing to release.
+	none lateSet
 
 	// unlocked is set by Unlock on the lock this acquire round won. A
 	// node's pipe runs Unlock's release after our acquire there (see
@@ -171,12 +174,16 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 	wait := rd.timeout
 	if op == opRelease {
 		// A release does not spend validity: it waits at least
-		// ReleaseTimeout, and for every node it can reach, not only a
-		// quorum, so that a process may exit as soon as Unlock returns.
+		// ReleaseTimeout. Once decided it also waits for the other
+		// nodes, for a grace (see releaseGrace), so that every request
+		// has gone out before Unlock returns, without making every
+		// Unlock as slow as the slowest node. Close waits for them all.
 		wait = max(wait, ReleaseTimeout)
 		rd.settled = make(chan struct{})
+		c.flights.add(n)
 	}
-	if c.first.CompareAndSwap(false, true) {
+	first := c.first.CompareAndSwap(false, true)
+	if first {
 		// The client's first round waits for every node's first contact,
 		// so that a server given twice is reported (ErrDuplicateNode)
 		// before anything is won; later a duplicate is still refused on
@@ -202,7 +209,17 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 	var ctxErr error
 	select {
 	case <-rd.done:
-		if rd.settled != nil {
+		switch {
+		case rd.settled == nil:
+		case op == opRelease && !first:
+			grace := getTimer(releaseGrace(time.Since(rd.start)))
+			select {
+			case <-rd.settled:
+			case <-grace.C:
+			case <-timer.C:
+			}
+			putTimer(grace)
+		default:
 			select {
 			case <-rd.settled:
 			case <-timer.C:
@@ -240,6 +257,7 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 	rd.won = false // a cancelled win is released like a loss
 	out.err = rd.errorLocked(ctxErr)
 	var release []*node
+	var uncertain []bool // the acquire failed there: it may land later
 	if op == opAcquire {
 		for i, nd := range c.nodes {
 			// Nodes still in flight (pending, or marked timed out above
@@ -248,9 +266,12 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 			// that replied between a win's decision and now (lateOK)
 			// are released here.
 			r := &rd.res[i]
-			if r.Status == NodeOK || (r.Status == NodeFailed && r.Err != ErrNodeTimeout) ||
-				(rd.lateOK != nil && rd.lateOK[i]) {
+			if rd.none.has(i) {
+				continue
+			}
+			if r.Status == NodeOK || (r.Status == NodeFailed && r.Err != ErrNodeTimeout) || rd.late.has(i) {
 				release = append(release, nd)
+				uncertain = append(uncertain, r.Status == NodeFailed)
 			}
 		}
 	}
@@ -259,7 +280,7 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 		rd.observeRound(out)
 	}
 	if len(release) > 0 {
-		rd.releaseAll(release)
+		rd.releaseAll(release, uncertain)
 	}
 	return out
 }
@@ -273,13 +294,17 @@ func (rd *round) report(i int, r reply) {
 		// are observed before the round is.
 		rd.observeNode(i, r, lat)
 	}
+	if rd.op == opRelease {
+		defer rd.c.flights.done()
+	}
 	rd.mu.Lock()
 	rd.left--
 	last := rd.left == 0
 	if last && rd.settled != nil {
 		close(rd.settled)
 	}
-	if st == NodeFailed && !r.unsent && rd.req.floor != nil {
+	none := r.unsent || r.refused
+	if st == NodeFailed && !none && rd.req.floor != nil {
 		// The request may still land, later than the next one: see
 		// Lock.floor.
 		lowerFloor(rd.req.floor, rd.ttl)
@@ -288,29 +313,28 @@ func (rd *round) report(i int, r reply) {
 		// Our SET may have landed after the round was lost; or, where
 		// the request failed, after the lock it won was released (see
 		// unlocked). A release that fails is retried (cleanup.go).
-		grant := rd.op == opAcquire && !r.unsent && (st == NodeOK || st == NodeFailed)
+		grant := rd.op == opAcquire && !none && (st == NodeOK || st == NodeFailed)
 		late := grant && (!rd.won || (st == NodeFailed && rd.unlocked.Load()))
 		if grant && rd.won {
-			// The win may yet be cut short by ctx (runReq).
-			if rd.lateOK == nil {
-				rd.lateOK = make([]bool, len(rd.res))
-			}
-			rd.lateOK[i] = true
+			rd.late.add(i) // the win may yet be cut short by ctx (runReq)
 		}
 		retry := rd.op == opRelease && st == NodeFailed
 		rd.mu.Unlock()
 		if late {
-			rd.release(rd.c.nodes[i])
+			rd.release(rd.c.nodes[i], st == NodeFailed)
 		}
 		if retry {
-			rd.c.retryRelease(rd.c.nodes[i], rd.req, rd.ttl, err)
+			rd.c.retryRelease(rd.c.nodes[i], rd.req, rd.ttl, err, 0)
 		}
 		return
 	}
 	rd.res[i] = NodeResult{Node: i, Addr: rd.res[i].Addr, Status: st, Err: err, Latency: lat}
+	if none {
+		rd.none.add(i)
+	}
 	if rd.op == opRelease && st == NodeFailed {
 		// Retried in the background until the node answers (cleanup.go).
-		defer rd.c.retryRelease(rd.c.nodes[i], rd.req, rd.ttl, err)
+		defer rd.c.retryRelease(rd.c.nodes[i], rd.req, rd.ttl, err, 0)
 	}
 	if st == NodeOK {
 		rd.ok++
@@ -422,13 +446,13 @@ func (rd *round) errorLocked(ctxErr error) *QuorumError {
 // cancellation cannot cut short. A release that fails, or that is still
 // in flight when the wait ends and then fails, is retried in the
 // background (cleanup.go).
-func (rd *round) releaseAll(nodes []*node) {
+func (rd *round) releaseAll(nodes []*node, uncertain []bool) {
 	var wg sync.WaitGroup
-	for _, nd := range nodes {
+	for k, nd := range nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rd.release(nd)
+			rd.release(nd, uncertain[k])
 		}()
 	}
 	// Bounded here too: go-redis may not honour the context deadline.
@@ -440,18 +464,106 @@ func (rd *round) releaseAll(nodes []*node) {
 // release cut at a per-node timeout of a few milliseconds on a loaded
 // machine would leave the key for its whole TTL. When it fails all the
 // same, it is retried in the background (cleanup.go).
-func (rd *round) release(nd *node) {
+//
+// uncertain says the acquire failed on nd (a timeout, a dropped
+// connection) rather than granting: it may still sit in the server's
+// socket and run after this release, which went out on another
+// connection. Then a release that found nothing is checked once more,
+// retryRecheck later.
+func (rd *round) release(nd *node, uncertain bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(rd.parent), max(rd.timeout, ReleaseTimeout))
 	defer cancel()
 	// A clean-up, not an Unlock: no announcement, so that the releases of
 	// split votes do not wake every waiter into another split.
 	start := time.Now()
 	req := &request{op: opRelease, keys: rd.req.keys, token: rd.token, ttl: rd.ttl, prefix: rd.req.prefix, fam: rd.req.fam}
+	rd.c.flights.add(1)
 	r := rd.c.exec(ctx, nd, req)
+	rd.c.flights.done()
 	if rd.cfg.obs != nil || rd.cfg.log != nil {
 		rd.observeCleanup(nd, r, time.Since(start))
 	}
-	if r.st == NodeFailed {
-		rd.c.retryRelease(nd, req, rd.ttl, r.err)
+	switch {
+	case r.st == NodeFailed:
+		rd.c.retryRelease(nd, req, rd.ttl, r.err, 0)
+	case uncertain && r.st != NodeOK:
+		rd.c.retryRelease(nd, req, rd.ttl, nil, retryRecheck)
 	}
+}
+
+// releaseGrace is how long a decided release still waits for the nodes
+// that have not answered: twice what the decision took, at least 1ms.
+// Nodes about as fast as the quorum answer within it, so that an
+// uncontended Unlock returns with every node released; a slow or stopped
+// node is not waited for, its request having gone out with the others'.
+func releaseGrace(decided time.Duration) time.Duration {
+	return max(2*decided, time.Millisecond)
+}
+
+// flights counts the releases in flight, for Close to wait for.
+type flights struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{} // closed when n falls to 0; nil when nobody waits
+}
+
+func (f *flights) add(n int) {
+	f.mu.Lock()
+	f.n += n
+	f.mu.Unlock()
+}
+
+func (f *flights) done() {
+	f.mu.Lock()
+	f.n--
+	if f.n == 0 && f.zero != nil {
+		close(f.zero)
+		f.zero = nil
+	}
+	f.mu.Unlock()
+}
+
+// wait returns when no release is in flight, or after d.
+func (f *flights) wait(d time.Duration) {
+	f.mu.Lock()
+	if f.n == 0 {
+		f.mu.Unlock()
+		return
+	}
+	if f.zero == nil {
+		f.zero = make(chan struct{})
+	}
+	ch := f.zero
+	f.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	}
+}
+
+// lateSet is a set of node indexes: a bit mask for the first 64, a map
+// beyond (rare: a client of more than 64 nodes).
+type lateSet struct {
+	bits uint64
+	more map[int]bool
+}
+
+func (s *lateSet) add(i int) {
+	if i < 64 {
+		s.bits |= 1 << i
+		return
+	}
+	if s.more == nil {
+		s.more = make(map[int]bool)
+	}
+	s.more[i] = true
+}
+
+func (s *lateSet) has(i int) bool {
+	if i < 64 {
+		return s.bits&(1<<i) != 0
+	}
+	return s.more[i]
 }

@@ -51,6 +51,7 @@ type Client struct {
 
 	closed    chan struct{}  // closed by Close; nil for a zero Client
 	closeOnce sync.Once      // closes closed
+	flights   flights        // releases in flight (quorum.go), for Close
 	bgMu      sync.Mutex     // orders bg.Add with Close (cleanup.go)
 	bg        sync.WaitGroup // release retry loops (cleanup.go)
 }

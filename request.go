@@ -55,54 +55,39 @@ func (req *request) prepare(n int) {
 	}
 	var ex [4]any // the arguments after the token
 	ne := 0
-	arg := func(v any) { ex[ne] = v; ne++ }
-	announce := func() {
-		if !req.notify {
-			return
-		}
-		if req.prefix == "" {
-			arg(releasePrefix)
-			return
-		}
-		// The channel is prefix + ReleaseChannel(key): the script drops
-		// the key's prefix after the channel's.
-		arg(req.prefix + releasePrefix)
-		arg(len(req.prefix))
-	}
 	switch {
 	case req.fam != nil:
 		req.script = req.fam.script(req.op)
 		switch req.op {
 		case opAcquire, opExtend:
-			arg(pxMillis(req.ttl))
+			ex[0], ne = pxMillis(req.ttl), 1
 			switch req.fam.kind {
 			case kindRead:
-				arg(readMarker)
+				ex[1], ne = readMarker, 2
 			case kindPermit:
-				arg(req.fam.limit)
-				arg(limitMember)
+				ex[1], ex[2], ne = req.fam.limit, limitMember, 3
 			}
 		default:
 			if req.fam.kind == kindRead {
-				arg(readMarker)
+				ex[0], ne = readMarker, 1
 			}
-			announce()
+			ne = req.announce(&ex, ne)
 		}
 	case req.op == opAcquire:
 		req.script = scriptAcquire
-		arg(pxMillis(req.ttl))
+		ex[0], ne = pxMillis(req.ttl), 1
 		if req.fenced {
 			req.script, keys = scriptAcquireFenced, req.fkeys
 		}
 	case req.op == opExtend:
 		req.script = scriptExtend
-		arg(pxMillis(req.ttl))
+		ex[0], ne = pxMillis(req.ttl), 1
 	case req.op == opFence:
 		req.script, keys = scriptFence, req.fkeys
-		arg(req.fence)
+		ex[0], ne = req.fence, 1
 	default:
 		req.script = scriptRelease
-		announce()
+		ne = req.announce(&ex, ne)
 	}
 	w := 4 + len(keys) + ne
 	all := make([]any, 0, (n+1)*w)
@@ -116,6 +101,22 @@ func (req *request) prepare(n int) {
 		all = append(all, all[:w]...)
 	}
 	req.argv, req.width = all, w
+}
+
+// announce appends to ex[:ne] the release channel arguments of a release
+// that is announced to waiters (see pubsub.go), and returns the new count.
+func (req *request) announce(ex *[4]any, ne int) int {
+	switch {
+	case !req.notify:
+		return ne
+	case req.prefix == "":
+		ex[ne] = releasePrefix
+		return ne + 1
+	}
+	// The channel is prefix + ReleaseChannel(key): the script drops the
+	// key's prefix after the channel's.
+	ex[ne], ex[ne+1] = req.prefix+releasePrefix, len(req.prefix)
+	return ne + 2
 }
 
 // evalArgs is the EVAL form of the command, for a node that does not have
@@ -132,6 +133,9 @@ type reply struct {
 	fence  int64 // fenced acquire: the node's counter after the grant
 	err    error
 	unsent bool // never sent: nothing to release
+	// refused: refused before sending (the restart guard): nothing to
+	// release either, but reported to the observer like a reply.
+	refused bool
 }
 
 // exec runs one request on one node and classifies the reply. With the
@@ -207,7 +211,7 @@ func (c *Client) before(nd *node, req *request) (time.Time, *reply) {
 	}
 	sent := time.Now()
 	if err := nd.guard.young(sent); err != nil {
-		return sent, &reply{st: NodeFailed, err: err}
+		return sent, &reply{st: NodeFailed, err: err, refused: true}
 	}
 	return sent, nil
 }
