@@ -109,6 +109,52 @@ func BenchmarkTryLockUnlock(b *testing.B) {
 	benchLoop(b, keys, cycle)
 }
 
+// BenchmarkTryLockPathUnlock is one uncontended TryLockPath + Unlock on 5
+// nodes, on a path of depth 3 ("<key>/a/b"): 3 holder keys read, an
+// intention record written on each of the 2 ancestors.
+func BenchmarkTryLockPathUnlock(b *testing.B) {
+	c, err := redlock.New(benchClients(b, 5))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	paths := benchKeys(b, 256)
+	for i := range paths {
+		paths[i] += "/a/b"
+	}
+	cycle := func(path string) error {
+		l, err := c.TryLockPath(ctx, path, benchTTL)
+		if err != nil {
+			return err
+		}
+		return l.Unlock(ctx)
+	}
+	b.ReportAllocs()
+	benchWarm(b, paths, cycle)
+	benchLoop(b, paths, cycle)
+}
+
+// BenchmarkTryAcquireUnlock is one uncontended TryAcquire (limit 3) +
+// Unlock on 5 nodes: a permit needs SemaphoreQuorum(5, 3) = 4 of them.
+func BenchmarkTryAcquireUnlock(b *testing.B) {
+	c, err := redlock.New(benchClients(b, 5))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	keys := benchKeys(b, 256)
+	cycle := func(key string) error {
+		l, err := c.TryAcquire(ctx, key, 3, benchTTL)
+		if err != nil {
+			return err
+		}
+		return l.Unlock(ctx)
+	}
+	b.ReportAllocs()
+	benchWarm(b, keys, cycle)
+	benchLoop(b, keys, cycle)
+}
+
 // BenchmarkTryLockUnlockParallel is TryLockUnlock from GOMAXPROCS*8
 // goroutines on distinct keys: the throughput path.
 func BenchmarkTryLockUnlockParallel(b *testing.B) {

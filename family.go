@@ -277,10 +277,9 @@ func (c *Client) RLock(ctx context.Context, key string, ttl time.Duration, opts 
 // TryAcquire makes one attempt to take a permit of the counting semaphore
 // key, which admits at most limit holders at once, for ttl. Each node
 // admits at most limit live permits of key, and a permit must be granted
-// by SemaphoreQuorum(nodes, limit) nodes, not a majority (see there);
-// with a MultiLock's client, by every node. A permit whose holder
-// vanished stops counting once its lease expires. Every user of a key
-// must pass the same limit.
+// by SemaphoreQuorum(nodes, limit) nodes, not a majority (see there). A
+// permit whose holder vanished stops counting once its lease expires.
+// Every user of a key must pass the same limit.
 //
 // The returned *Lock is the permit: Unlock returns it, Extend and
 // AutoExtend keep it. The semaphore is a sorted set at key on each node

@@ -331,3 +331,25 @@ func TestFamilyZeroAndBadInput(t *testing.T) {
 	_, err = rl.TryAcquire(ctx, key(t), 2, time.Second, redlock.WithFencing())
 	require.ErrorIs(t, err, redlock.ErrInvalid)
 }
+
+// TestFamilyWrongType: a lock on a semaphore's key, and a permit or a
+// read lock on a plain lock's key, are refused as contention (the key is
+// someone else's), not reported as an outage.
+func TestFamilyWrongType(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	sem, lk := key(t), key(t)
+	p, err := rl.TryAcquire(ctx, sem, 2, 10*time.Second)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, p.Unlock(ctx)) }()
+	_, err = rl.TryLock(ctx, sem, time.Second)
+	require.ErrorIs(t, err, redlock.ErrContended)
+	_, err = rl.TryRLock(ctx, sem, time.Second)
+	require.ErrorIs(t, err, redlock.ErrContended)
+	l, err := rl.TryLock(ctx, lk, 10*time.Second)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, l.Unlock(ctx)) }()
+	_, err = rl.TryAcquire(ctx, lk, 2, time.Second)
+	require.ErrorIs(t, err, redlock.ErrContended)
+}

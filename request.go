@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -219,6 +220,11 @@ func (c *Client) before(nd *node, req *request) (time.Time, *reply) {
 // after classifies a script's reply (res, err) to req, sent at sent.
 func (c *Client) after(ctx context.Context, nd *node, req *request, res any, err error, sent time.Time) reply {
 	if err != nil {
+		if isWrongType(err) {
+			// The key holds another kind of value: a semaphore where a
+			// lock was asked for, or the reverse. Not ours: taken.
+			return reply{st: NodeTaken}
+		}
 		return reply{st: NodeFailed, err: nodeErr(ctx, err)}
 	}
 	v, f, ok := parseReply(res, req.op == opAcquire && req.fenced)
@@ -272,6 +278,13 @@ func parseReply(res any, fenced bool) (v, f int64, ok bool) {
 		return v, f, true
 	}
 	return 0, 0, false
+}
+
+// isWrongType reports whether err is the node's WRONGTYPE error: a
+// script met a key of another type than it reads.
+func isWrongType(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && strings.Contains(re.Error(), "WRONGTYPE")
 }
 
 // nodeErr marks a request cut short by the per-node deadline as a timeout.

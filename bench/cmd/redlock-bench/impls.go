@@ -26,7 +26,8 @@ type impl struct {
 	// cycle takes key and releases it once; it is the measured operation.
 	cycle func(ctx context.Context, key string) error
 	// lock blocks (retrying) until key is held and returns its release.
-	// nil for the raw floors, which have no waiting.
+	// nil for the raw floors, which have no waiting, and for the cases of
+	// no hand-off scenario (the lock family's).
 	lock func(ctx context.Context, key string) (func(context.Context) error, error)
 }
 

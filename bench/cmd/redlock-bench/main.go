@@ -109,6 +109,7 @@ func run(selected []string, iters int, duration time.Duration) (*results, error)
 		scThroughput:  e.throughputs,
 		scFencing:     e.fencing,
 		scMultiLock:   e.multiLocks,
+		scFamily:      e.family,
 	}
 	for _, s := range allScenarios { // always in this order
 		if slices.Contains(selected, s) && ctx.Err() == nil {

@@ -153,6 +153,10 @@ func targets(rows []row) []target {
 		ratio(p50(scFencing, implFencingOn), p50(scFencing, implFencingOff)), "×")
 	info("MultiLock vs quorum, p50", "MultiLock / quorum",
 		ratio(p50(scMultiLock, implMultiLock), p50(scMultiLock, implQuorum)), "×")
+	info("TryLockPath depth 3 vs TryLock, p50", "TryLockPath / TryLock",
+		ratio(p50(scFamily, implLockPath), p50(scFamily, implTryLock)), "×")
+	info("TryAcquire limit 3 vs TryLock, p50", "TryAcquire / TryLock",
+		ratio(p50(scFamily, implAcquire), p50(scFamily, implTryLock)), "×")
 	return out
 }
 

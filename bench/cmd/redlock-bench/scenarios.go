@@ -30,6 +30,9 @@ const (
 	implFencingOn      = "redlock, fencing on"
 	implQuorum         = "redlock quorum (3/5)"
 	implMultiLock      = "redlock MultiLock (5/5)"
+	implTryLock        = "redlock TryLock"
+	implLockPath       = "redlock TryLockPath depth 3"
+	implAcquire        = "redlock TryAcquire limit 3"
 )
 
 // Scenario names, in the order they run.
@@ -40,9 +43,10 @@ const (
 	scThroughput  = "throughput"
 	scFencing     = "fencing"
 	scMultiLock   = "multilock"
+	scFamily      = "family"
 )
 
-var allScenarios = []string{scUncontended, scSlow, scHandoff, scThroughput, scFencing, scMultiLock}
+var allScenarios = []string{scUncontended, scSlow, scHandoff, scThroughput, scFencing, scMultiLock, scFamily}
 
 // scenarioTitle is how a scenario is labelled in the table.
 var scenarioTitle = map[string]string{
@@ -52,6 +56,7 @@ var scenarioTitle = map[string]string{
 	scThroughput:  "throughput, 32 goroutines",
 	scFencing:     "fencing",
 	scMultiLock:   "MultiLock vs quorum",
+	scFamily:      "lock family, uncontended lock+unlock",
 }
 
 const (
@@ -350,4 +355,27 @@ func (e *env) multiLocks() {
 		return
 	}
 	e.latency(scMultiLock, []maker{ours(implQuorum), ml}, e.addrs, o)
+}
+
+// family: a folder lock of depth 3 and a semaphore permit (limit 3, so 4
+// of the 5 nodes must grant it), each against TryLock, uncontended, with
+// allocations.
+func (e *env) family() {
+	o := latencyOpts{warm: 200, iters: e.iters, budget: 5 * time.Second, allocs: true}
+	ms := []maker{tryLock()}
+	var missing []string
+	for _, v := range []struct {
+		name string
+		m    func() (maker, bool)
+	}{{implLockPath, pathLock}, {implAcquire, semaphore}} {
+		if m, ok := v.m(); ok {
+			ms = append(ms, m)
+		} else {
+			missing = append(missing, v.name)
+		}
+	}
+	e.latency(scFamily, ms, e.addrs, o)
+	for _, name := range missing {
+		e.na(scFamily, name, "redlock has no such API")
+	}
 }
