@@ -17,8 +17,9 @@ type Lock struct {
 	token string
 	ttl   time.Duration
 	cfg   *config
-	fam   *family // a path, read or permit lock (family.go); nil for a key lock
-	acq   *round  // the round that won the lock; it may still have replies in flight
+	fam   *family         // a path, read or permit lock (family.go); nil for a key lock
+	actx  context.Context // the acquiring call's, for observer events
+	acq   *round          // the round that won the lock; it may still have replies in flight
 
 	acquired time.Time // monotonic start of the acquiring round
 	fence    int64     // fencing token; 0 without WithFencing
@@ -253,7 +254,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	}
 	out := l.c.run(ctx, opRelease, l, ttl)
 	if first {
-		l.observeUnlock(out)
+		l.observeUnlock(ctx, out)
 	}
 	if out.won {
 		return nil

@@ -45,10 +45,15 @@ type Op = string
 
 // NodeEvent is one node request's outcome.
 type NodeEvent struct {
-	Op      Op
-	Node    int    // the node's index in the list given to New
-	Addr    string // the node's address, "" when its client has none
-	Status  NodeStatus
+	// Ctx is the context of the call whose round sent the request
+	// (TryLock, Extend, Unlock, ...), for tracing: a span in it is the
+	// caller's. It is never nil and may be done by now; use its values
+	// only.
+	Ctx     context.Context
+	Op      Op            // "lock", "extend", "unlock" or "fence"
+	Node    int           // the node's index in the list given to New
+	Addr    string        // the node's address, "" when its client has none
+	Status  NodeStatus    // the node's outcome: NodeOK, NodeTaken, NodeAbsent or NodeFailed
 	Err     error         // set when Status is NodeFailed
 	Latency time.Duration // from the round's start to the reply; for a clean-up, from its sending
 }
@@ -68,16 +73,27 @@ const (
 
 // RoundEvent is one round's outcome.
 type RoundEvent struct {
-	Op       Op
-	Keys     []string
-	Reason   Reason
-	Duration time.Duration // from before the first request to the decision
-	Err      error         // nil when won
+	// Ctx is the context of the call that ran the round, for tracing
+	// (see NodeEvent.Ctx). It is never nil.
+	Ctx      context.Context
+	Op       Op            // "lock", "extend", "unlock" or "fence"
+	Keys     []string      // the lock's keys (a path, read or permit lock: its Key)
+	Reason   Reason        // how it ended: ReasonWon, ReasonContended, ...
+	Start    time.Time     // before the first request was sent
+	Duration time.Duration // from Start to the decision
+	// Nodes is every node's outcome at the decision (NodePending: no
+	// reply yet; later replies are NodeEvents of their own).
+	Nodes []NodeResult
+	Err   error // nil when won
 }
 
 // LockEvent reports the end of a lock.
 type LockEvent struct {
-	Keys       []string
+	// Ctx is the context of the call that ended the lock (Unlock), or,
+	// for a lock found lost, of the call that acquired it, without its
+	// cancellation. For tracing; never nil.
+	Ctx        context.Context
+	Keys       []string      // the lock's keys (a path, read or permit lock: its Key)
 	Held       time.Duration // from the acquiring round's start to the end
 	Extensions int           // successful extensions (Extend or auto-extension)
 	// Lost is true when Done reported the lock lost; Err is then Err()'s
@@ -181,7 +197,7 @@ func (rd *round) observeNode(i int, r reply, lat time.Duration) {
 	}
 	nd := rd.c.nodes[i]
 	if o := rd.cfg.obs; o != nil {
-		o.ObserveNode(NodeEvent{Op: rd.op.String(), Node: i, Addr: nd.addr, Status: r.st, Err: r.err, Latency: lat})
+		o.ObserveNode(NodeEvent{Ctx: rd.parent, Op: rd.op.String(), Node: i, Addr: nd.addr, Status: r.st, Err: r.err, Latency: lat})
 	}
 	if l := rd.cfg.log; l != nil && nd.guard != nil && rd.op != opRelease {
 		nd.logGuard(l, r)
@@ -195,8 +211,9 @@ func (rd *round) observeRound(out outcome) {
 		err = out.err // never a typed nil
 	}
 	rd.cfg.obs.ObserveRound(RoundEvent{
-		Op: rd.op.String(), Keys: rd.keys, Reason: reasonOf(err),
-		Duration: time.Since(rd.start), Err: err,
+		Ctx: rd.parent, Op: rd.op.String(), Keys: rd.keys, Reason: reasonOf(err),
+		Start: rd.start, Duration: time.Since(rd.start),
+		Nodes: append([]NodeResult(nil), rd.res...), Err: err,
 	})
 }
 
@@ -207,7 +224,7 @@ func (rd *round) observeCleanup(nd *node, r reply, lat time.Duration) {
 		return
 	}
 	if o := rd.cfg.obs; o != nil {
-		o.ObserveNode(NodeEvent{Op: opRelease.String(), Node: nd.idx, Addr: nd.addr, Status: r.st, Err: r.err, Latency: lat})
+		o.ObserveNode(NodeEvent{Ctx: rd.parent, Op: opRelease.String(), Node: nd.idx, Addr: nd.addr, Status: r.st, Err: r.err, Latency: lat})
 	}
 	if l := rd.cfg.log; l != nil && r.st == NodeFailed {
 		l.Debug("redlock: clean-up release of a lost attempt failed; the key expires with its TTL",
@@ -246,7 +263,7 @@ func (l *Lock) observeLostLocked(err error) {
 	}
 	held := time.Since(l.acquired)
 	if o := l.cfg.obs; o != nil {
-		o.ObserveLock(LockEvent{Keys: l.shownKeys(), Held: held, Extensions: l.extended, Lost: true, Err: err})
+		o.ObserveLock(LockEvent{Ctx: l.eventCtx(), Keys: l.shownKeys(), Held: held, Extensions: l.extended, Lost: true, Err: err})
 	}
 	if lg := l.cfg.log; lg != nil {
 		lg.Warn("redlock: lock lost", "key", l.Key(), "held", held, "extensions", l.extended, "err", err)
@@ -263,9 +280,18 @@ func (l *Lock) firstUnlockLocked() bool {
 	return !l.released && !l.acquired.IsZero() && (l.w == nil || l.w.err == ErrReleased)
 }
 
-// observeUnlock reports the end of l by Unlock, whose release round
-// decided out.
-func (l *Lock) observeUnlock(out outcome) {
+// eventCtx is the context of a LockEvent for a lock found lost: the
+// acquiring call's, without its cancellation.
+func (l *Lock) eventCtx() context.Context {
+	if l.actx == nil {
+		return context.Background()
+	}
+	return context.WithoutCancel(l.actx)
+}
+
+// observeUnlock reports the end of l by Unlock (called with ctx), whose
+// release round decided out.
+func (l *Lock) observeUnlock(ctx context.Context, out outcome) {
 	if l.cfg == nil || l.cfg.obs == nil {
 		return
 	}
@@ -273,7 +299,7 @@ func (l *Lock) observeUnlock(out outcome) {
 	if !out.won && out.err != nil {
 		err = out.err
 	}
-	l.cfg.obs.ObserveLock(LockEvent{Keys: l.shownKeys(), Held: time.Since(l.acquired), Extensions: l.Extensions(), Err: err})
+	l.cfg.obs.ObserveLock(LockEvent{Ctx: ctx, Keys: l.shownKeys(), Held: time.Since(l.acquired), Extensions: l.Extensions(), Err: err})
 }
 
 // logDroppedRetry logs a failed release that will not be retried (after

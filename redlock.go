@@ -189,11 +189,11 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 	if err := c.check(ctx, ttl, cfg); err != nil {
 		return nil, err
 	}
-	l := &Lock{c: c, keys: keys, token: token, ttl: ttl, cfg: cfg, fam: fam}
+	l := &Lock{c: c, keys: keys, token: token, ttl: ttl, cfg: cfg, fam: fam, actx: ctx}
 	if err := ctx.Err(); err != nil {
 		qe := c.unsentError(opAcquire, l.shownKeys(), ErrNotObtained, err)
 		if cfg.obs != nil {
-			cfg.obs.ObserveRound(RoundEvent{Op: "lock", Keys: l.shownKeys(), Reason: reasonOf(qe), Err: qe})
+			cfg.obs.ObserveRound(RoundEvent{Ctx: ctx, Op: "lock", Keys: l.shownKeys(), Reason: reasonOf(qe), Start: time.Now(), Nodes: qe.Nodes, Err: qe})
 		}
 		return nil, qe
 	}
