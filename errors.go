@@ -102,18 +102,22 @@ func (s NodeStatus) String() string {
 }
 
 // NodeResult is one node's outcome.
+//
+// Messages number nodes from 1, as people count: "node 1" is the first
+// node given to New, whose NodeResult.Node is 0. Addresses are printed as
+// host:port.
 type NodeResult struct {
-	Node    int           // index of the node in the slice given to New
+	Node    int           // index of the node in the slice given to New (0-based)
 	Addr    string        // the node's address, when the client exposes one
 	Status  NodeStatus    // what the node answered
 	Err     error         // why the request failed, when Status is NodeFailed
 	Latency time.Duration // time from the start of the round to the reply
 }
 
-// String describes the outcome on one line: the node's index and
-// address, its status and, for a failure, the error.
+// String describes the outcome on one line: the node's number (from 1)
+// and address, its status and, for a failure, the error.
 func (r NodeResult) String() string {
-	s := fmt.Sprintf("node %d", r.Node)
+	s := fmt.Sprintf("node %d", r.Node+1)
 	if r.Addr != "" {
 		s += " (" + r.Addr + ")"
 	}

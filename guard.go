@@ -116,7 +116,7 @@ func installGuards(nodes []*node, d time.Duration) error {
 	for _, nd := range nodes {
 		rc, ok := nd.c.(*redis.Client)
 		if !ok {
-			return invalidf("WithRestartGuard needs *redis.Client nodes (it watches their dials); node %d is a %T", nd.idx, nd.c)
+			return invalidf("WithRestartGuard needs *redis.Client nodes (it watches their dials); node %d is a %T", nd.idx+1, nd.c)
 		}
 		nd.guard = &nodeGuard{d: d, dials: dialCounterOf(rc)}
 	}

@@ -310,7 +310,7 @@ func TestMultiLockExtendNodeLost(t *testing.T) {
 			require.Equal(t, "extend", qe.Op)
 			require.Equal(t, tc.status, qe.Nodes[1].Status, "%v", qe.Nodes[1])
 			require.Equal(t, nodes[1].Addr(), qe.Nodes[1].Addr)
-			require.Contains(t, err.Error(), fmt.Sprintf("node 1 (%s): %s", nodes[1].Addr(), tc.status))
+			require.Contains(t, err.Error(), fmt.Sprintf("node 2 (%s): %s", nodes[1].Addr(), tc.status))
 			for _, i := range []int{0, 2} {
 				require.NotEqual(t, tc.status, qe.Nodes[i].Status, "node %d was not lost", i)
 			}
@@ -372,8 +372,8 @@ func TestMultiLockRejects(t *testing.T) {
 		want  string
 	}{
 		{"no nodes", nil, nil, "no nodes"},
-		{"nil node", []redis.UniversalClient{clients[0], nil}, nil, "node 1 is nil"},
-		{"same client", []redis.UniversalClient{clients[0], clients[1], clients[0]}, nil, "nodes 0 and 2 are the same client"},
+		{"nil node", []redis.UniversalClient{clients[0], nil}, nil, "node 2 is nil"},
+		{"same client", []redis.UniversalClient{clients[0], clients[1], clients[0]}, nil, "nodes 1 and 3 are the same client"},
 		{"drift", clients, []redlock.Option{redlock.WithDriftFactor(0.5)}, "drift factor"},
 		{"nil option", clients, []redlock.Option{nil}, "nil Option"},
 		{"token", clients, []redlock.Option{redlock.WithToken("0123456789abcdef")}, "per-call option"},

@@ -25,10 +25,10 @@ func TestNewRejects(t *testing.T) {
 		dup   bool
 	}{
 		{"no nodes", nil, nil, "no nodes", false},
-		{"nil node", []redis.UniversalClient{clients[0], nil}, nil, "node 1 is nil", false},
-		{"typed nil", []redis.UniversalClient{(*redis.Client)(nil)}, nil, "node 0 is nil", false},
-		{"same client", []redis.UniversalClient{clients[0], clients[1], clients[0]}, nil, "nodes 0 and 2 are the same client", true},
-		{"same address", []redis.UniversalClient{clients[0], other}, nil, "nodes 0 and 1 both address", true},
+		{"nil node", []redis.UniversalClient{clients[0], nil}, nil, "node 2 is nil", false},
+		{"typed nil", []redis.UniversalClient{(*redis.Client)(nil)}, nil, "node 1 is nil", false},
+		{"same client", []redis.UniversalClient{clients[0], clients[1], clients[0]}, nil, "nodes 1 and 3 are the same client", true},
+		{"same address", []redis.UniversalClient{clients[0], other}, nil, "nodes 1 and 2 both address", true},
 		{"drift", clients, []redlock.Option{redlock.WithDriftFactor(0.5)}, "drift factor", false},
 		{"negative drift", clients, []redlock.Option{redlock.WithDriftFactor(-1)}, "drift factor", false},
 		{"node timeout", clients, []redlock.Option{redlock.WithNodeTimeout(0)}, "node timeout", false},
