@@ -42,7 +42,8 @@ type stressLocker struct {
 		LockKeys(ctx context.Context, keys []string, ttl time.Duration, opts ...redlock.Option) (*redlock.Lock, error)
 		Do(ctx context.Context, key string, ttl time.Duration, fn func(context.Context) error, opts ...redlock.Option) error
 	}
-	nodeTimeout time.Duration // 0: the default, ttl/20 clamped to [5ms, 200ms]
+	client      *redlock.Client // acq, when it is a Client (the lock family is the Client's); nil for a MultiLock
+	nodeTimeout time.Duration   // 0: the default, ttl/20 clamped to [5ms, 200ms]
 }
 
 // roundWait is the longest a round of this locker waits for its nodes
@@ -78,7 +79,10 @@ type stressRun struct {
 	prefix         string
 	plain, fenced  []string
 	groups         [][]string
-	processFaulted []int // nodes that are killed and paused; the others only get latency
+	pathRoot       string   // the root of the path tree of folder locks
+	rw             []string // the keys of readers and writers
+	sem            string   // the semaphore, of limit stressSemLimit
+	processFaulted []int    // nodes that are killed and paused; the others only get latency
 
 	mu       sync.Mutex
 	failures []string
@@ -151,7 +155,7 @@ func newStressRun(t *testing.T, seed int64, d time.Duration) *stressRun {
 		if err != nil {
 			t.Fatalf("redlock.New: %v", err)
 		}
-		s.quorum = append(s.quorum, &stressLocker{name: spec.name("client", i), acq: c, nodeTimeout: spec.nodeTimeout})
+		s.quorum = append(s.quorum, &stressLocker{name: spec.name("client", i), acq: c, client: c, nodeTimeout: spec.nodeTimeout})
 		s.addCloser(c)
 	}
 	for i, spec := range []stressSpec{{20 * time.Millisecond, false}, {0, true}, {5 * time.Millisecond, false}} {
@@ -170,6 +174,9 @@ func newStressRun(t *testing.T, seed int64, d time.Duration) *stressRun {
 	}
 	s.groups = [][]string{{s.plain[0], s.plain[1]}, {s.plain[1], s.plain[2], s.plain[3]}}
 	s.fenced = []string{s.prefix + "f0", s.prefix + "f1"}
+	s.pathRoot = s.prefix + "p"
+	s.rw = []string{s.prefix + "rw0", s.prefix + "rw1"}
+	s.sem = s.prefix + "sem"
 	s.baseline = goleak.IgnoreCurrent()
 	return s
 }
@@ -560,33 +567,60 @@ func (s *stressRun) excused(lo leftover) bool {
 	return false
 }
 
-// scanLockKeys lists the lock keys (not the fence counters) on every node.
+// scanLockKeys lists the lock keys (not the fence counters) on every
+// node: the keys under the run's prefix, which include the read-write
+// keys' readers (ReadersKey) and the semaphore, and the path tree's
+// holder keys and intention records, which begin with "{" + the tree's
+// root + "}" (PathKey).
 func (s *stressRun) scanLockKeys() []leftover {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var out []leftover
 	for i, c := range s.inspect {
-		it := c.Scan(ctx, 0, s.prefix+"*", 1000).Iterator()
-		for it.Next(ctx) {
-			k := it.Val()
-			if strings.HasSuffix(k, ":fence") {
-				continue
+		for _, pattern := range []string{s.prefix + "*", "{" + s.prefix + "*"} {
+			it := c.Scan(ctx, 0, pattern, 1000).Iterator()
+			for it.Next(ctx) {
+				k := it.Val()
+				if strings.HasSuffix(k, ":fence") {
+					continue
+				}
+				p, _ := c.PTTL(ctx, k).Result()
+				out = append(out, leftover{node: i, key: k, value: keyValue(ctx, c, k), pttl: p})
 			}
-			v, _ := c.Get(ctx, k).Result()
-			p, _ := c.PTTL(ctx, k).Result()
-			out = append(out, leftover{node: i, key: k, value: v, pttl: p})
-		}
-		if err := it.Err(); err != nil {
-			s.failf("scanning node %d for lock keys: %v", i, err)
+			if err := it.Err(); err != nil {
+				s.failf("scanning node %d for lock keys: %v", i, err)
+			}
 		}
 	}
 	return out
 }
 
-// describeLeftover says where a key was left and whose token it holds.
+// keyValue returns a key's value: a string's, or a sorted set's members
+// (readers, permits, intention records) as "member=score" joined by
+// spaces.
+func keyValue(ctx context.Context, c redis.UniversalClient, k string) string {
+	if c.Type(ctx, k).Val() != "zset" {
+		v, _ := c.Get(ctx, k).Result()
+		return v
+	}
+	zs, _ := c.ZRangeWithScores(ctx, k, 0, -1).Result()
+	parts := make([]string, len(zs))
+	for i, z := range zs {
+		parts[i] = fmt.Sprintf("%v=%v", z.Member, z.Score)
+	}
+	return strings.Join(parts, " ")
+}
+
+// describeLeftover says where a key was left and whose token it holds
+// (for a sorted set, the first of its members that is a hold's token).
 func (s *stressRun) describeLeftover(lo leftover) string {
 	s.mu.Lock()
 	h := s.holds[lo.value]
+	for _, m := range strings.Fields(lo.value) {
+		if h == nil {
+			h = s.holds[strings.SplitN(m, "=", 2)[0]]
+		}
+	}
 	s.mu.Unlock()
 	whose := "an unknown token: a lost or cancelled attempt's, or a Do's lock"
 	if h != nil {
@@ -621,8 +655,42 @@ func (s *stressRun) report(d time.Duration, h chaos.History, left int) {
 	s.t.Logf("stress: seed %d, workload %v, %d workers, %d nodes", s.seed, d, stressWorkers, stressNodes)
 	s.t.Logf("stress: operations: %s", counts(s.ops))
 	s.t.Logf("stress: faults: %s", counts(s.faults))
-	s.t.Logf("stress: holds checked %d, fenced writes %d, keys left after quiescence %d, failures %d",
-		len(h.Sections), len(h.Writes), left, len(s.failures))
+	s.t.Logf("stress: holds checked %d (%s), fenced writes %d, keys left after quiescence %d, failures %d",
+		len(h.Sections), counts(holdsByMode(h.Sections)), len(h.Writes), left, len(s.failures))
+}
+
+// holdsByMode counts sections by what they held.
+func holdsByMode(secs []chaos.Section) map[string]int {
+	out := map[string]int{}
+	for _, sec := range secs {
+		switch {
+		case sec.Mode != "":
+			out[string(sec.Mode)]++
+		case sec.Fence > 0:
+			out["fenced"]++
+		default:
+			out["exclusive"]++
+		}
+	}
+	return out
+}
+
+// checkFamilyProgress fails a run of at least 10s in which a kind of the
+// lock family was never held: its rules would then have been checked on
+// nothing.
+func (s *stressRun) checkFamilyProgress(d time.Duration, h chaos.History) {
+	if d < 10*time.Second {
+		return
+	}
+	by := holdsByMode(h.Sections)
+	s.mu.Lock()
+	ops := counts(s.ops)
+	s.mu.Unlock()
+	for _, m := range []chaos.Mode{chaos.ModePath, chaos.ModeRead, chaos.ModePermit} {
+		if by[string(m)] == 0 {
+			s.failf("want %s holds in a %v run, got none; operations: %s", m, d, ops)
+		}
+	}
 }
 
 // counts formats a count per kind, sorted by kind.

@@ -30,16 +30,27 @@ import (
 // replays the same schedule of choices; the timing of the machine is not
 // replayed. The seed is logged at the start and printed with every failure.
 //
+// About a third of the operations are the lock family's: TryLockPath and
+// LockPath on a small tree of related paths, TryRLock and RLock mixed with
+// TryLock and Lock writers on two read-write keys, TryAcquire and Acquire
+// on a semaphore of limit stressSemLimit; their holds are extended,
+// auto-extended and cancelled like the others.
+//
 // Invariants checked once the workload and faults have stopped:
 //
-//  1. No two holds of one key overlap while both holders believed their
-//     lock valid (chaos.Check), fenced writes that the resource accepted
-//     are never stale, and a fenced hold whose attempt started after
-//     another's acquisition returned has the larger fence.
+//  1. No two holds that exclude each other overlap while both holders
+//     believed their lock valid (chaos.Check: two writers of one key, a
+//     writer and a reader of it, two folder locks on related paths), no
+//     more than stressSemLimit permits are held at once, fenced writes
+//     that the resource accepted are never stale, and a fenced hold whose
+//     attempt started after another's acquisition returned has the larger
+//     fence. A run of 10s or more must have held each kind of the family.
 //  2. Quiescence: every worker returns (else "hang"), every lock a worker
 //     got was unlocked, and within stressSettle no lock key is left on any
-//     node (keys a killed or paused node may have missed a release for are
-//     excused: see checkLeftovers); if some are, none may outlive its TTL.
+//     node: lock keys, readers (ReadersKey), semaphores, and the path
+//     tree's holder keys and intention records (PathKey); keys a killed or
+//     paused node may have missed a release for are excused (see
+//     checkLeftovers); if some are, none may outlive its TTL.
 //  3. Goroutines are back to the baseline taken after set-up.
 //  4. No call panics, except Do with a panicking fn, which must pass the
 //     panic on unchanged; every call returns within its bound (see
@@ -62,6 +73,7 @@ func TestStress(t *testing.T) {
 	}
 	h := s.rec.History()
 	s.checkHistory(h)
+	s.checkFamilyProgress(d, h)
 	s.checkUnlocked()
 	left := s.checkLeftovers()
 	s.closeLockers()
@@ -108,7 +120,22 @@ const (
 	opAutoExtend  = "AutoExtend"
 	opUnlock      = "Unlock"
 	opFencedSet   = "FencedSet"
+	// The lock family's operations (family.go).
+	opTryLockPath = "TryLockPath"
+	opLockPath    = "LockPath"
+	opTryRLock    = "TryRLock"
+	opRLock       = "RLock"
+	opRWTryLock   = "TryLock of a read-write key"
+	opRWLock      = "Lock of a read-write key"
+	opTryAcquire  = "TryAcquire"
+	opAcquire     = "Acquire"
 )
+
+// stressSemLimit is the limit of the stress semaphore: on 5 nodes a
+// permit needs SemaphoreQuorum(5, 2) = 4 grants, so one faulty node at a
+// time still leaves permits to win, two (a process fault and a slowed
+// node) do not.
+const stressSemLimit = 2
 
 // worker runs random operations until ctx ends. All its choices come
 // from rng.
@@ -137,6 +164,10 @@ func (s *stressRun) step(ctx context.Context, id int, rng *rand.Rand) {
 	group := s.groups[rng.IntN(len(s.groups))]
 	fenced := s.fenced[rng.IntN(len(s.fenced))]
 	a := attempt{worker: id, ttl: lockTTL(rng)}
+	if rng.IntN(100) < 35 {
+		s.familyStep(ctx, rng, a, q, m)
+		return
+	}
 	switch p := rng.IntN(100); {
 	case p < 18:
 		a.op, a.lk, a.keys = opTryLock, q, []string{plain}
@@ -169,14 +200,75 @@ func (s *stressRun) step(ctx context.Context, id int, rng *rand.Rand) {
 		s.do(ctx, id, rng, pick(rng, q, m), plain)
 		return
 	}
+	s.acquireAndHold(ctx, rng, a)
+}
+
+// acquireAndHold makes the attempt and holds what it won; a client that
+// lost a TryLock paces itself a little.
+func (s *stressRun) acquireAndHold(ctx context.Context, rng *rand.Rand, a attempt) {
 	if h := s.acquire(ctx, rng, a); h != nil {
 		s.hold(ctx, rng, h)
 		return
 	}
 	if !a.wait {
-		// A client that lost a TryLock paces itself a little.
 		sleepCtx(ctx, time.Duration(rng.IntN(20))*time.Millisecond)
 	}
+}
+
+// familyStep draws one operation of the lock family and runs it, with
+// the hold that follows a win: a folder lock on the path tree, a reader
+// or a writer of a read-write key, or a permit of the semaphore. Writers
+// are ordinary TryLock and Lock calls (a MultiLock's one time in four,
+// fenced one time in three), which readers must exclude.
+func (s *stressRun) familyStep(ctx context.Context, rng *rand.Rand, a attempt, q, m *stressLocker) {
+	rw := s.rw[rng.IntN(len(s.rw))]
+	a.lk = q
+	switch p := rng.IntN(100); {
+	case p < 13:
+		a.op, a.mode, a.keys = opTryLockPath, chaos.ModePath, []string{s.stressPath(rng)}
+	case p < 26:
+		a.op, a.mode, a.keys, a.wait = opLockPath, chaos.ModePath, []string{s.stressPath(rng)}, true
+	case p < 36:
+		a.op, a.mode, a.keys = opTryRLock, chaos.ModeRead, []string{rw}
+	case p < 46:
+		a.op, a.mode, a.keys, a.wait = opRLock, chaos.ModeRead, []string{rw}, true
+	case p < 52:
+		a.op, a.lk, a.keys = opRWTryLock, pick(rng, q, m), []string{rw}
+	case p < 58:
+		a.op, a.lk, a.keys, a.wait = opRWLock, pick(rng, q, m), []string{rw}, true
+	case p < 80:
+		a.op, a.mode, a.keys, a.limit = opTryAcquire, chaos.ModePermit, []string{s.sem}, stressSemLimit
+	default:
+		a.op, a.mode, a.keys, a.limit, a.wait = opAcquire, chaos.ModePermit, []string{s.sem}, stressSemLimit, true
+	}
+	if a.mode == "" && rng.IntN(3) == 0 {
+		a.opts = []redlock.Option{redlock.WithFencing()}
+	}
+	s.acquireAndHold(ctx, rng, a)
+}
+
+// stressPath draws a folder of the path tree: the root (which excludes
+// every other) one time in twenty, else 1 to 3 levels below it of names
+// that share prefixes ("a", "ab", "a-1"); one time in eight written with
+// a leading and a trailing "/".
+func (s *stressRun) stressPath(rng *rand.Rand) string {
+	depth := 3
+	switch p := rng.IntN(20); {
+	case p < 1:
+		depth = 0
+	case p < 5:
+		depth = 1
+	case p < 12:
+		depth = 2
+	}
+	p := s.pathRoot
+	for range depth {
+		p += "/" + []string{"a", "ab", "a-1"}[rng.IntN(3)]
+	}
+	if rng.IntN(8) == 0 {
+		p = "/" + p + "/"
+	}
+	return p
 }
 
 // attempt is one acquisition call to make.
@@ -188,6 +280,8 @@ type attempt struct {
 	ttl    time.Duration
 	wait   bool // Lock or LockKeys: retry until ctx ends
 	opts   []redlock.Option
+	mode   chaos.Mode // a lock of the family (ModePath, ModeRead, ModePermit), else ""
+	limit  int        // ModePermit: the semaphore's limit
 }
 
 // stressHold is a lock a worker holds, and what it did with it, for the
@@ -198,7 +292,9 @@ type stressHold struct {
 	l        *redlock.Lock
 	attempt  time.Duration
 	acquired time.Duration
-	log      []string // what the holder did, in order
+	mode     chaos.Mode // what it holds: "" for an exclusive lock
+	limit    int        // ModePermit: the semaphore's limit
+	log      []string   // what the holder did, in order
 }
 
 // acquire makes the attempt under a context that ends at a random instant
@@ -211,7 +307,20 @@ func (s *stressRun) acquire(ctx context.Context, rng *rand.Rand, a attempt) *str
 	t0 := time.Now()
 	var l *redlock.Lock
 	var err error
+	fam := a.lk.client // the family's calls are the Client's
 	switch {
+	case a.mode == chaos.ModePath && a.wait:
+		l, err = fam.LockPath(cctx, a.keys[0], a.ttl, a.opts...)
+	case a.mode == chaos.ModePath:
+		l, err = fam.TryLockPath(cctx, a.keys[0], a.ttl, a.opts...)
+	case a.mode == chaos.ModeRead && a.wait:
+		l, err = fam.RLock(cctx, a.keys[0], a.ttl, a.opts...)
+	case a.mode == chaos.ModeRead:
+		l, err = fam.TryRLock(cctx, a.keys[0], a.ttl, a.opts...)
+	case a.mode == chaos.ModePermit && a.wait:
+		l, err = fam.Acquire(cctx, a.keys[0], a.limit, a.ttl, a.opts...)
+	case a.mode == chaos.ModePermit:
+		l, err = fam.TryAcquire(cctx, a.keys[0], a.limit, a.ttl, a.opts...)
 	case len(a.keys) > 1 && a.wait:
 		l, err = a.lk.acq.LockKeys(cctx, a.keys, a.ttl, a.opts...)
 	case len(a.keys) > 1:
@@ -235,7 +344,7 @@ func (s *stressRun) acquire(ctx context.Context, rng *rand.Rand, a attempt) *str
 		return nil
 	}
 	s.count(a.op + " won")
-	h := &stressHold{worker: a.worker, lk: a.lk, l: l, attempt: at, acquired: s.clock.Now()}
+	h := &stressHold{worker: a.worker, lk: a.lk, l: l, attempt: at, acquired: s.clock.Now(), mode: a.mode, limit: a.limit}
 	h.note("%s won after %v (fence %d)", what, took.Round(time.Microsecond), l.Fence())
 	s.holdStarted(h)
 	return h
@@ -280,7 +389,7 @@ func (s *stressRun) hold(ctx context.Context, rng *rand.Rand, h *stressHold) {
 	h.note("stopped acting after %v with Validity %v", (released - h.acquired).Round(time.Microsecond), (deadline - released).Round(time.Microsecond))
 	for _, k := range l.Keys() {
 		s.rec.Section(chaos.Section{
-			Client: h.worker, Key: k, Token: l.Token(), Fence: l.Fence(),
+			Client: h.worker, Key: k, Token: l.Token(), Fence: l.Fence(), Mode: h.mode, Limit: h.limit,
 			Attempt: h.attempt, Acquired: h.acquired, Released: released, Deadline: deadline,
 		})
 	}

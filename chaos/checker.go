@@ -20,14 +20,19 @@ const (
 	// StaleFence: the protected resource accepted a write whose fencing
 	// token was not larger than one it had accepted before.
 	StaleFence ViolationKind = "stale-fence"
+	// OverLimit: more permits of one semaphore (ModePermit sections)
+	// whose safe windows overlap at one instant than its Limit.
+	OverLimit ViolationKind = "over-limit"
 )
 
 // Violation is one broken safety property.
 type Violation struct {
 	Kind ViolationKind `json:"kind"`
-	Key  string        `json:"key"`
-	// A and B index History.Sections (Overlap) or History.Writes
-	// (StaleFence); A is the earlier one.
+	Key  string        `json:"key"` // for two paths, the outer one
+	// A and B index History.Sections (Overlap, OverLimit) or
+	// History.Writes (StaleFence); A is the earlier one. For OverLimit,
+	// B is the permit that went over the limit and A the permit held
+	// with it that ended first.
 	A      int    `json:"a"`
 	B      int    `json:"b"`
 	Detail string `json:"detail"`
@@ -38,18 +43,29 @@ func (v Violation) String() string {
 	return fmt.Sprintf("%s on %q: %s", v.Kind, v.Key, v.Detail)
 }
 
-// Check returns every violation in h: overlapping safe windows and stale
-// fenced writes that were accepted.
+// Check returns every violation in h: overlapping safe windows of holds
+// that exclude each other (Overlaps, PathOverlaps), more permits at once
+// than a semaphore's limit (OverLimits), and stale fenced writes that
+// were accepted (StaleFences), in that order.
 func Check(h History) []Violation {
-	return append(Overlaps(h.Sections), StaleFences(h.Writes)...)
+	out := Overlaps(h.Sections)
+	out = append(out, PathOverlaps(h.Sections)...)
+	out = append(out, OverLimits(h.Sections)...)
+	return append(out, StaleFences(h.Writes)...)
 }
 
 // Overlaps returns one violation per pair of sections of the same key
-// whose safe windows overlap. Windows are half-open: a section that
+// that exclude each other and whose safe windows overlap: two exclusive
+// locks (Mode "" or ModeWrite), or an exclusive lock and a read lock;
+// read locks (ModeRead) share. Windows are half-open: a section that
 // starts exactly when another ends does not overlap it. A window that is
 // empty (the lock was returned after its deadline) overlaps nothing.
+// Path and permit sections are not locks of a key: PathOverlaps and
+// OverLimits check them.
 func Overlaps(secs []Section) []Violation {
-	keys, byKey := groupByKey(secs, func(s Section) (string, bool) { return s.Key, s.End() > s.Acquired })
+	keys, byKey := groupByKey(secs, func(s Section) (string, bool) {
+		return s.Key, s.Mode != ModePath && s.Mode != ModePermit && s.End() > s.Acquired
+	})
 	var out []Violation
 	for _, k := range keys {
 		idx := byKey[k]
@@ -66,6 +82,9 @@ func Overlaps(secs []Section) []Violation {
 			active = kept
 			for _, i := range active {
 				a := secs[i]
+				if a.Mode == ModeRead && b.Mode == ModeRead {
+					continue // readers share
+				}
 				out = append(out, Violation{
 					Kind: Overlap, Key: k, A: i, B: j,
 					Detail: overlapDetail(a, b, 0),
@@ -99,9 +118,23 @@ func groupByKey[T any](items []T, keyOf func(T) (key string, keep bool)) ([]stri
 // overlapDetail describes the overlap of a and the later b, numbering
 // clients from base (see TimelineOptions.OneBased).
 func overlapDetail(a, b Section, base int) string {
-	return fmt.Sprintf("client %d held [%s, %s] and client %d held [%s, %s]: %s together",
-		a.Client+base, ms(a.Acquired), ms(a.End()), b.Client+base, ms(b.Acquired), ms(b.End()),
+	return fmt.Sprintf("client %d held%s [%s, %s] and client %d held%s [%s, %s]: %s together",
+		a.Client+base, a.what(), ms(a.Acquired), ms(a.End()), b.Client+base, b.what(), ms(b.Acquired), ms(b.End()),
 		ms(min(a.End(), b.End())-b.Acquired))
+}
+
+// what names what s held, for messages: nothing for an exclusive lock of
+// a key, which is the message's key.
+func (s Section) what() string {
+	switch s.Mode {
+	case ModeRead:
+		return " a read lock"
+	case ModePath:
+		return fmt.Sprintf(" path %q", s.Key)
+	case ModePermit:
+		return " a permit"
+	}
+	return ""
 }
 
 // StaleFences returns the accepted writes whose fencing token was not

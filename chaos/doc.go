@@ -49,10 +49,13 @@
 //
 // # Checker
 //
-// Check is pure: a violation is two holders of one key whose safe
-// windows [acquired, min(released, deadline)] overlap, or a fenced write
-// accepted with a token not larger than one accepted before it. It is
-// unit-tested on hand-made histories, including ones that must fail.
+// Check is pure: a violation is two holders that exclude each other
+// whose safe windows [acquired, min(released, deadline)] overlap (two
+// writers of one key, a writer and a reader of it, two folder locks on
+// related paths: see Mode), more permits of a semaphore at once than its
+// limit, or a fenced write accepted with a token not larger than one
+// accepted before it. It is unit-tested on hand-made histories,
+// including ones that must fail.
 //
 // # Scenarios
 //

@@ -30,14 +30,43 @@ func (c *Clock) Of(t time.Time) time.Duration { return t.Sub(c.epoch) }
 // Section is one critical section: a lock held by one client.
 type Section struct {
 	Client   int           `json:"client"`
-	Key      string        `json:"key"`
+	Key      string        `json:"key"` // the key; for ModePath the path, for ModePermit the semaphore
 	Token    string        `json:"token"`
 	Fence    int64         `json:"fence"`
-	Attempt  time.Duration `json:"attempt_ns"`  // when the winning TryLock was called
-	Acquired time.Duration `json:"acquired_ns"` // when it returned the lock: the holder may act from here
-	Released time.Duration `json:"released_ns"` // when the holder stopped acting and called Unlock; Never if it did not
-	Deadline time.Duration `json:"deadline_ns"` // the lock's validity deadline (Lock.Deadline)
+	Attempt  time.Duration `json:"attempt_ns"`      // when the winning TryLock was called
+	Acquired time.Duration `json:"acquired_ns"`     // when it returned the lock: the holder may act from here
+	Released time.Duration `json:"released_ns"`     // when the holder stopped acting and called Unlock; Never if it did not
+	Deadline time.Duration `json:"deadline_ns"`     // the lock's validity deadline (Lock.Deadline)
+	Mode     Mode          `json:"mode,omitempty"`  // what was held, which decides what it excludes; "" is ModeWrite
+	Limit    int           `json:"limit,omitempty"` // ModePermit: the semaphore's limit
 }
+
+// Mode is what a Section holds: an exclusive lock of a key, a read lock,
+// a folder lock or a semaphore permit (the lock family of
+// redlock.TryRLock, TryLockPath and TryAcquire). The checker applies each
+// mode's conflict rule; sections of different families (keys, paths,
+// semaphores) never conflict with each other.
+type Mode string
+
+const (
+	// ModeWrite (or the zero Mode, "") is an exclusive lock of Key:
+	// TryLock, Lock, Do, or the write side of a read-write lock. It
+	// excludes every other hold of Key but a permit or a path. Any mode
+	// not listed here is treated as ModeWrite.
+	ModeWrite Mode = "write"
+	// ModeRead is a read lock of Key (TryRLock, RLock): readers share
+	// Key, and exclude its writers.
+	ModeRead Mode = "read"
+	// ModePath is a folder lock of the path Key (TryLockPath, LockPath):
+	// it excludes a hold of the same path, of an ancestor and of a
+	// descendant, by whole "/"-separated components ("a/b" and "a/bc"
+	// are unrelated). Key is normalized as the library does: one leading
+	// and one trailing "/" are dropped.
+	ModePath Mode = "path"
+	// ModePermit is a permit of the semaphore Key (TryAcquire, Acquire):
+	// at most Limit of them are held at any instant.
+	ModePermit Mode = "permit"
+)
 
 // End returns the end of the section's safe window: min(Released,
 // Deadline). A holder may rely on its lock until then and no longer.

@@ -36,6 +36,12 @@ func Scenarios() []Scenario {
 			Doc: "MultiLock (every node must agree): mid-lock, kill one of five nodes. While it is down no lock is granted; after a delayed restart locks are granted again. 0 violations."},
 		{Name: "paused-holder", Expect: ExpectSafe, run: pausedHolder,
 			Doc: "A holder pauses (the GC-pause model) past its validity; another client takes the lock and writes; the paused holder then writes with its old fencing token and the fenced resource must reject it."},
+		{Name: "path-locks", Expect: ExpectSafe, run: family(familyPath),
+			Doc: "6 clients take folder locks (TryLockPath) on a tree of depth 3 whose names share prefixes (a, ab, a-1); mid-lock, one node is killed (restarted empty after a delay) and, while it is down, another paused. 0 violations: no two holds of related paths (same, ancestor or descendant, by whole components) at once; locks granted during each fault, and unrelated paths held at once."},
+		{Name: "read-write", Expect: ExpectSafe, run: family(familyReadWrite),
+			Doc: "6 clients mix readers (TryRLock) and fenced writers (TryLock) on 2 keys; mid-lock, one node is killed (restarted empty after a delay) and, while it is down, another paused. 0 violations: a writer never overlaps a reader or a writer, and no stale fenced write is accepted; readers and writers both granted, readers shared a key."},
+		{Name: "semaphore", Expect: ExpectSafe, run: family(familyPermit),
+			Doc: "6 clients take permits (TryAcquire) of one semaphore of limit 2, each granted by SemaphoreQuorum(5, 2) = 4 nodes; mid-lock, one node is killed (restarted empty after a delay), then another paused. 0 violations: never more than 2 permits at once; permits granted during each fault, and 2 held at once."},
 	}
 }
 

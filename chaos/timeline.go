@@ -117,9 +117,10 @@ func TimelineSVG(h History, o TimelineOptions) string {
 	// Which sections and writes are part of a violation.
 	badSec, badWrite := map[int]bool{}, map[int]bool{}
 	for _, v := range o.Found {
-		if v.Kind == Overlap {
+		switch v.Kind {
+		case Overlap, OverLimit:
 			badSec[v.A], badSec[v.B] = true, true
-		} else {
+		case StaleFence:
 			badWrite[v.B] = true
 		}
 	}
@@ -169,22 +170,26 @@ func TimelineSVG(h History, o TimelineOptions) string {
 				stroke = ` stroke="#d62728" stroke-width="2"`
 			}
 			fill := clientColors[s.Client%len(clientColors)]
-			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"%s><title>client %d, fence %d, safe %s to %s (deadline %s, released %s)</title></rect>`,
+			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"%s><title>client %d%s, fence %d, safe %s to %s (deadline %s, released %s)</title></rect>`,
 				x(s.Acquired), ry+1, math.Max(x(s.End())-x(s.Acquired), 1), tlRowH-2, fill, stroke,
-				s.Client+base, s.Fence, ms(s.Acquired), ms(s.End()), ms(s.Deadline), ms(s.Released))
+				s.Client+base, html.EscapeString(strings.Replace(s.what(), " ", ", ", 1)), s.Fence, ms(s.Acquired), ms(s.End()), ms(s.Deadline), ms(s.Released))
 			if s.Released != Never && s.Released > s.Deadline { // held past validity: not safe
 				fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="2,2"/>`,
 					x(s.Deadline), ry+tlRowH/2, x(s.Released), ry+tlRowH/2, fill)
 			}
 		}
 		for _, v := range o.Found {
-			if v.Kind != Overlap || v.Key != k {
+			if (v.Kind != Overlap && v.Kind != OverLimit) || v.Key != k {
 				continue
 			}
 			a, c := h.Sections[v.A], h.Sections[v.B]
 			from, to := max(a.Acquired, c.Acquired), min(a.End(), c.End())
+			tip := v
+			if v.Kind == Overlap {
+				tip.Detail = overlapDetail(a, c, base) // clients numbered as in the rest of the picture
+			}
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#d62728" opacity="0.35"><title>%s</title></rect>`,
-				x(from), y, math.Max(x(to)-x(from), 2), laneH-6, html.EscapeString(Violation{Kind: v.Kind, Key: v.Key, Detail: overlapDetail(a, c, base)}.String()))
+				x(from), y, math.Max(x(to)-x(from), 2), laneH-6, html.EscapeString(tip.String()))
 		}
 		ty := y + laneH - 5
 		for _, a := range h.Attempts {
