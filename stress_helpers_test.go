@@ -509,12 +509,11 @@ type leftover struct {
 }
 
 // checkLeftovers waits up to stressSettle for every lock key to be gone
-// from every node, and fails for each key left that a release should
-// have removed. A key on a node that was killed or paused after the key
-// was set is excused (logged, not failed): the release may have found the
-// node down, and the key then lives out its TTL. If keys are left, it
-// waits for the longest TTL and checks that they expired. It returns the
-// number of keys left.
+// from every node, and fails for each key left. A release that found a
+// node killed or paused is retried once the node is back (see
+// Client.Close), so no key is excused. If keys are left, it waits for the
+// longest TTL and checks that they expired. It returns the number of keys
+// left.
 func (s *stressRun) checkLeftovers() int {
 	var left []leftover
 	deadline := time.Now().Add(stressSettle)
@@ -529,10 +528,6 @@ func (s *stressRun) checkLeftovers() int {
 	longest := time.Duration(0) // the longest any key left may live
 	for _, lo := range left {
 		longest = max(longest, lo.pttl)
-		if s.excused(lo) {
-			s.t.Logf("stress: excused, node %d was killed or paused since the key was set: %s", lo.node, s.describeLeftover(lo))
-			continue
-		}
 		blamed = append(blamed, lo)
 		s.failf("want no lock key left %v after quiescence, got %s", stressSettle, s.describeLeftover(lo))
 	}
@@ -548,23 +543,6 @@ func (s *stressRun) checkLeftovers() int {
 		s.failf("want every key gone %v after quiescence (the longest PTTL then, plus 1s), got %s", stressSettle+wait, s.describeLeftover(lo))
 	}
 	return len(left)
-}
-
-// excused reports whether lo's node was killed or paused after lo's key
-// was last set: at the earliest stressMaxTTL - PTTL ago.
-func (s *stressRun) excused(lo leftover) bool {
-	if lo.pttl < 0 {
-		return false // no TTL at all: nothing excuses that
-	}
-	set := s.clock.Now() - (stressMaxTTL - lo.pttl) - time.Second
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, d := range s.downs[lo.node] {
-		if d[1] >= set {
-			return true
-		}
-	}
-	return false
 }
 
 // scanLockKeys lists the lock keys (not the fence counters) on every

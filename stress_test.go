@@ -97,7 +97,7 @@ const (
 	// stressSettle is how long the nodes may take, after quiescence, to
 	// lose every lock key: far less than the long TTLs most locks use, so
 	// an orphaned key is still there to be seen.
-	stressSettle = 3 * time.Second
+	stressSettle = 4 * time.Second
 	// stressHangAfter bounds the wait for the workers once the workload
 	// has ended.
 	stressHangAfter = 20 * time.Second
@@ -114,6 +114,7 @@ const (
 	opFencedTry   = "fenced TryLock"
 	opFencedLock  = "fenced Lock"
 	opFreshTry    = "TryLock on a fresh key"
+	opStorm       = "TryLock cancelled at a random instant"
 	opDo          = "Do"
 	opExtend      = "Extend"
 	opDualExtend  = "Extend x2 at once"
@@ -139,9 +140,47 @@ const stressSemLimit = 2
 
 // worker runs random operations until ctx ends. All its choices come
 // from rng.
+//
+// The first stressStormers workers only make attempts on fresh keys
+// whose ctx ends at a random instant within 1.5ms, around the decision:
+// cancelled wins must release every grant, late ones included.
 func (s *stressRun) worker(ctx context.Context, id int, rng *rand.Rand) {
 	for ctx.Err() == nil {
+		if id < stressStormers {
+			s.guard(id, func() { s.storm(ctx, id, rng) })
+			continue
+		}
 		s.guard(id, func() { s.step(ctx, id, rng) })
+	}
+}
+
+// stressStormers is how many workers run storm.
+const stressStormers = 2
+
+// storm makes one TryLock on a fresh key, with the longest TTL, and
+// cancels it at a random instant within 1.5ms; a win that stands is
+// unlocked at once. A grant it leaves behind stays for the TTL, which
+// the quiescence check sees.
+func (s *stressRun) storm(ctx context.Context, id int, rng *rand.Rand) {
+	q := s.quorum[rng.IntN(len(s.quorum))]
+	s.mu.Lock()
+	s.fresh++
+	k := fmt.Sprintf("%su%d", s.prefix, s.fresh)
+	s.mu.Unlock()
+	actx, cancel := context.WithCancel(ctx)
+	timer := time.AfterFunc(time.Duration(rng.Int64N(int64(1500*time.Microsecond))), cancel)
+	start := time.Now()
+	l, err := q.acq.TryLock(actx, k, stressMaxTTL)
+	timer.Stop()
+	cancel()
+	s.checkBound(id, opStorm, time.Since(start), q.roundWait(stressMaxTTL)*4+stressSlack)
+	s.count(opStorm)
+	if err != nil {
+		return
+	}
+	s.count(opStorm + " won")
+	if err := l.Unlock(context.Background()); err != nil && !errors.Is(err, redlock.ErrNotHeld) {
+		s.failf("worker %d: %s: Unlock: want nil or ErrNotHeld, got %v", id, opStorm, err)
 	}
 }
 
