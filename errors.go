@@ -139,7 +139,7 @@ func (r NodeResult) String() string {
 // and to the reason: ErrContended, ErrUnreachable, ErrExpired and/or the
 // caller's context error.
 type QuorumError struct {
-	Op     string       // "lock", "extend", "unlock", or "fence" (WithFencing's second round)
+	Op     Op           // OpLock, OpExtend, OpUnlock, or OpFence (WithFencing's second round)
 	Keys   []string     // the lock's keys
 	Quorum int          // votes needed
 	OK     int          // votes received
@@ -152,7 +152,7 @@ type QuorumError struct {
 func (e *QuorumError) Error() string {
 	var b strings.Builder
 	b.WriteString("redlock: ")
-	b.WriteString(e.Op)
+	b.WriteString(string(e.Op))
 	fmt.Fprintf(&b, " %q", strings.Join(e.Keys, ","))
 	for _, r := range e.reasons {
 		b.WriteString(": ")
@@ -184,7 +184,7 @@ func (e *QuorumError) Failed() []NodeResult {
 // unsentError is the error of a call that failed before sending anything:
 // every node is listed, NodePending.
 func (c *Client) unsentError(op opKind, keys []string, reasons ...error) *QuorumError {
-	e := &QuorumError{Op: op.String(), Keys: keys, Quorum: c.need, Nodes: make([]NodeResult, len(c.nodes)), reasons: reasons}
+	e := &QuorumError{Op: op.op(), Keys: keys, Quorum: c.need, Nodes: make([]NodeResult, len(c.nodes)), reasons: reasons}
 	for i, nd := range c.nodes {
 		e.Nodes[i] = NodeResult{Node: i, Addr: nd.addr}
 	}
@@ -198,7 +198,7 @@ func (rd *round) resultError(reasons ...error) *QuorumError {
 	rd.mu.Lock()
 	defer rd.mu.Unlock()
 	return &QuorumError{
-		Op: rd.op.String(), Keys: rd.keys, Quorum: rd.need, OK: rd.ok,
+		Op: rd.op.op(), Keys: rd.keys, Quorum: rd.need, OK: rd.ok,
 		Nodes: append([]NodeResult(nil), rd.res...), reasons: reasons,
 	}
 }

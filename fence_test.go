@@ -175,7 +175,7 @@ func TestFenceRaiseRoundNeedsQuorum(t *testing.T) {
 	require.ErrorIs(t, err, redlock.ErrUnreachable)
 	var qe *redlock.QuorumError
 	require.ErrorAs(t, err, &qe)
-	require.Equal(t, "fence", qe.Op)
+	require.Equal(t, redlock.OpFence, qe.Op)
 	for i, cl := range clients {
 		eventually(t, 2*time.Second, func() bool { return get(t, cl, k) == "" }, "node %d keeps the key of a failed fenced acquisition", i)
 	}

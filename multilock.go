@@ -7,18 +7,23 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// locker is the acquisition API that Client and MultiLock share, checked
-// at compile time so that the two stay interchangeable.
-type locker interface {
+// Locker is what Client (a majority of nodes) and MultiLock (every
+// node) share, so that code can take either: acquisitions of a key or of
+// several keys, Do, and Close. See Client for what each method does and
+// returns; the lock family (TryLockPath, TryRLock, TryAcquire) is the
+// Client's alone.
+type Locker interface {
 	TryLock(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error)
 	Lock(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error)
 	TryLockKeys(ctx context.Context, keys []string, ttl time.Duration, opts ...Option) (*Lock, error)
 	LockKeys(ctx context.Context, keys []string, ttl time.Duration, opts ...Option) (*Lock, error)
+	Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...Option) error
+	Close() error
 }
 
 var (
-	_ locker = (*Client)(nil)
-	_ locker = (*MultiLock)(nil)
+	_ Locker = (*Client)(nil)
+	_ Locker = (*MultiLock)(nil)
 )
 
 // MultiLock acquires locks that must be held on every one of its nodes,

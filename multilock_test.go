@@ -307,7 +307,7 @@ func TestMultiLockExtendNodeLost(t *testing.T) {
 			}
 			var qe *redlock.QuorumError
 			require.ErrorAs(t, err, &qe)
-			require.Equal(t, "extend", qe.Op)
+			require.Equal(t, redlock.OpExtend, qe.Op)
 			require.Equal(t, tc.status, qe.Nodes[1].Status, "%v", qe.Nodes[1])
 			require.Equal(t, nodes[1].Addr(), qe.Nodes[1].Addr)
 			require.Contains(t, err.Error(), fmt.Sprintf("node 2 (%s): %s", nodes[1].Addr(), tc.status))

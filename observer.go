@@ -39,9 +39,16 @@ type Observer interface {
 	ObserveLock(LockEvent)
 }
 
-// Op names a kind of round or request: "lock", "extend", "unlock" or
-// "fence" (the second round of a fenced acquire, see WithFencing).
-type Op = string
+// Op names a kind of round or request, in events and QuorumError.
+type Op string
+
+// The kinds of round or request.
+const (
+	OpLock   Op = "lock"   // an acquisition (of any kind of lock)
+	OpExtend Op = "extend" // Extend, and auto-extension
+	OpUnlock Op = "unlock" // Unlock, and the clean-up release of a lost attempt
+	OpFence  Op = "fence"  // the second round of a fenced acquisition (WithFencing)
+)
 
 // NodeEvent is one node request's outcome.
 type NodeEvent struct {
@@ -132,8 +139,16 @@ var _ Observer = (*Stats)(nil)
 
 // StatsSnapshot is a copy of the counters of a Stats.
 type StatsSnapshot struct {
-	Attempts, Won, Contended, Unreachable, Cancelled, Expired int64
-	NodeErrors, Extensions, Released, Lost                    int64
+	Attempts    int64 // acquisition rounds ("lock"), won or not
+	Won         int64 // acquisition rounds won
+	Contended   int64 // acquisition rounds lost to other owners (ReasonContended)
+	Unreachable int64 // acquisition rounds lost to failed nodes (ReasonUnreachable)
+	Cancelled   int64 // acquisition rounds cut short by their ctx (ReasonCancelled)
+	Expired     int64 // acquisition rounds won too late (ReasonExpired)
+	NodeErrors  int64 // node requests that failed (NodeFailed)
+	Extensions  int64 // extension rounds won
+	Released    int64 // locks ended by Unlock
+	Lost        int64 // locks that Done reported lost
 }
 
 // ObserveNode counts failed node requests.
@@ -146,7 +161,7 @@ func (s *Stats) ObserveNode(e NodeEvent) {
 // ObserveRound counts acquire attempts by outcome, and extensions.
 func (s *Stats) ObserveRound(e RoundEvent) {
 	switch e.Op {
-	case "lock":
+	case OpLock:
 		s.attempts.Add(1)
 		switch e.Reason {
 		case ReasonWon:
@@ -160,7 +175,7 @@ func (s *Stats) ObserveRound(e RoundEvent) {
 		case ReasonExpired:
 			s.expired.Add(1)
 		}
-	case "extend":
+	case OpExtend:
 		if e.Reason == ReasonWon {
 			s.extensions.Add(1)
 		}
@@ -197,7 +212,7 @@ func (rd *round) observeNode(i int, r reply, lat time.Duration) {
 	}
 	nd := rd.c.nodes[i]
 	if o := rd.cfg.obs; o != nil {
-		o.ObserveNode(NodeEvent{Ctx: rd.parent, Op: rd.op.String(), Node: i, Addr: nd.addr, Status: r.st, Err: r.err, Latency: lat})
+		o.ObserveNode(NodeEvent{Ctx: rd.parent, Op: rd.op.op(), Node: i, Addr: nd.addr, Status: r.st, Err: r.err, Latency: lat})
 	}
 	if l := rd.cfg.log; l != nil && nd.guard != nil && rd.op != opRelease {
 		nd.logGuard(l, r)
@@ -211,7 +226,7 @@ func (rd *round) observeRound(out outcome) {
 		err = out.err // never a typed nil
 	}
 	rd.cfg.obs.ObserveRound(RoundEvent{
-		Ctx: rd.parent, Op: rd.op.String(), Keys: rd.keys, Reason: reasonOf(err),
+		Ctx: rd.parent, Op: rd.op.op(), Keys: rd.keys, Reason: reasonOf(err),
 		Start: rd.start, Duration: time.Since(rd.start),
 		Nodes: append([]NodeResult(nil), rd.res...), Err: err,
 	})
@@ -224,7 +239,7 @@ func (rd *round) observeCleanup(nd *node, r reply, lat time.Duration) {
 		return
 	}
 	if o := rd.cfg.obs; o != nil {
-		o.ObserveNode(NodeEvent{Ctx: rd.parent, Op: opRelease.String(), Node: nd.idx, Addr: nd.addr, Status: r.st, Err: r.err, Latency: lat})
+		o.ObserveNode(NodeEvent{Ctx: rd.parent, Op: OpUnlock, Node: nd.idx, Addr: nd.addr, Status: r.st, Err: r.err, Latency: lat})
 	}
 	if l := rd.cfg.log; l != nil && r.st == NodeFailed {
 		l.Debug("redlock: clean-up release of a lost attempt failed; the key expires with its TTL",

@@ -24,6 +24,9 @@ const (
 	opFence // the second round of a fenced acquire: see fence.go
 )
 
+// op returns the exported name of the kind.
+func (o opKind) op() Op { return Op(o.String()) }
+
 func (o opKind) String() string {
 	switch o {
 	case opAcquire:
@@ -394,7 +397,7 @@ func (rd *round) lost() bool {
 // errorLocked builds the error of a lost round. rd.mu must be held.
 func (rd *round) errorLocked(ctxErr error) *QuorumError {
 	e := &QuorumError{
-		Op: rd.op.String(), Keys: rd.keys, Quorum: rd.need, OK: rd.ok,
+		Op: rd.op.op(), Keys: rd.keys, Quorum: rd.need, OK: rd.ok,
 		Nodes: append([]NodeResult(nil), rd.res...),
 	}
 	switch {

@@ -3,7 +3,8 @@
 //
 // A lock attempt sends SET-if-absent to every node at once and is won when
 // a majority (N/2+1) granted it and time is left: validity = ttl - elapsed
-// - drift, with drift = ttl*DriftFactor + 2ms and elapsed measured on the
+// - drift, with drift = ttl*factor + 2ms (WithDriftFactor, default
+// DefaultDriftFactor = 0.01) and elapsed measured on the
 // monotonic clock from before the first request. A lost attempt releases
 // every node that may hold its token. MultiLock is the variant that needs
 // every node.
@@ -101,7 +102,8 @@ func (c *Client) Nodes() int {
 	return len(c.nodes)
 }
 
-// Quorum returns how many nodes must agree: N/2+1 (N for MultiLock); 0
+// Quorum returns how many nodes must agree on a lock: N/2+1 (a
+// semaphore permit needs SemaphoreQuorum, and a MultiLock every node); 0
 // for a nil *Client.
 func (c *Client) Quorum() int {
 	if c == nil {
@@ -125,6 +127,9 @@ func (c *Client) callConfig(opts []Option) (*config, error) {
 	}
 	if cfg.prefix != c.cfg.prefix {
 		return nil, invalidf("WithKeyPrefix applies to a Client (New, NewMultiLock), not to a single call")
+	}
+	if cfg.restartGuard != c.cfg.restartGuard {
+		return nil, invalidf("WithRestartGuard applies to a Client (New, NewMultiLock), not to a single call")
 	}
 	return &cfg, nil
 }
@@ -193,7 +198,7 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 	if err := ctx.Err(); err != nil {
 		qe := c.unsentError(opAcquire, l.shownKeys(), ErrNotObtained, err)
 		if cfg.obs != nil {
-			cfg.obs.ObserveRound(RoundEvent{Ctx: ctx, Op: "lock", Keys: l.shownKeys(), Reason: reasonOf(qe), Start: time.Now(), Nodes: qe.Nodes, Err: qe})
+			cfg.obs.ObserveRound(RoundEvent{Ctx: ctx, Op: OpLock, Keys: l.shownKeys(), Reason: reasonOf(qe), Start: time.Now(), Nodes: qe.Nodes, Err: qe})
 		}
 		return nil, qe
 	}
