@@ -41,6 +41,7 @@ func TestConcurrentExtendNeverOverpromises(t *testing.T) {
 	l, err := rl.TryLock(context.Background(), k, 10*time.Second)
 	require.NoError(t, err)
 	defer func() { _ = l.Unlock(context.Background()) }()
+	// A stall may end the lease; the loop then takes it again.
 
 	ttls := [2]time.Duration{10 * time.Second, 300 * time.Millisecond}
 	pairs := 400
@@ -58,12 +59,18 @@ func TestConcurrentExtendNeverOverpromises(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		require.NoError(t, errs[0], "pair %d: Extend(10s)", i)
-		require.NoError(t, errs[1], "pair %d: Extend(300ms)", i)
+		// Under load an Extend may fail (a node timeout); the promise
+		// must hold whatever each call returned.
 		granted := quorumPTTL(t, clients, k, rl.Quorum())
 		v := l.Validity()
 		if v > granted+2*time.Millisecond {
-			t.Fatalf("pair %d: want Validity <= %v (the quorum-th largest PTTL on the nodes), got %v", i, granted, v)
+			t.Fatalf("pair %d (Extend(10s): %v; Extend(300ms): %v): want Validity <= %v (the quorum-th largest PTTL on the nodes), got %v", i, errs[0], errs[1], granted, v)
+		}
+		if v <= 0 {
+			// A stall outlasted the 300ms lease: start again.
+			_ = l.Unlock(context.Background())
+			l, err = rl.TryLock(context.Background(), k, 10*time.Second)
+			require.NoError(t, err)
 		}
 	}
 }

@@ -217,13 +217,17 @@ func TestFamilyConcurrentExtend(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					require.NoError(t, tc.l.Extend(ctx, ttl))
+					_ = tc.l.Extend(ctx, ttl) // may fail under load; the promise must hold anyway
 				}()
 			}
 			wg.Wait()
 			var left []time.Duration
 			for _, c := range clients {
 				score, err := c.ZScore(ctx, tc.set, tc.tok).Result()
+				if err == redis.Nil {
+					left = append(left, 0) // the lease is gone from this node
+					continue
+				}
 				require.NoError(t, err)
 				now, err := c.Time(ctx).Result()
 				require.NoError(t, err)
@@ -232,11 +236,15 @@ func TestFamilyConcurrentExtend(t *testing.T) {
 			// The 2nd largest of 3 is what a quorum grants.
 			a, b, c := left[0], left[1], left[2]
 			q := max(min(a, b), min(max(a, b), c))
-			if v := tc.l.Validity(); v > q+2*time.Millisecond {
+			v := tc.l.Validity()
+			if v > q+2*time.Millisecond {
 				t.Fatalf("%s pair %d: want Validity <= %v (the quorum's lease on the nodes), got %v", tc.l.Key(), i, q, v)
 			}
+			if v <= 0 {
+				break // a stall outlasted the short lease
+			}
 		}
-		require.NoError(t, tc.l.Unlock(ctx))
+		_ = tc.l.Unlock(ctx)
 	}
 }
 
