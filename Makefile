@@ -6,13 +6,17 @@ GO ?= go
 redis:
 	bash scripts/ensure-redis.sh
 
+# Every module of the repository, each with its own go.mod (the root is
+# the library alone; see README "Modules"). bench/ is apart: `make bench`.
+MODULES = . extra/redlockotel extra/redlockprom
+
 test: redis lint
-	$(GO) test -race -count=1 -timeout 9m ./...
+	@set -e; for m in $(MODULES); do echo "== go test $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 9m ./...); done
 
 lint: vet fmt-check
 
 vet:
-	$(GO) vet ./...
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
 
 fmt-check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
