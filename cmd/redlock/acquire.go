@@ -6,35 +6,116 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seed543a70bd/redlock"
 )
 
-// settle waits, if need be, until two per-node timeouts have passed since
-// the last acquisition round ended (at the latest), before the clients
-// close and redlock exits. A node's grant that arrives after its round was
-// decided (won early by a quorum, or lost) is released by the library in
-// the background, within a per-node timeout for the reply and another for
-// the release; closing the clients sooner would leave that key on its node
-// until the TTL. Only a command that ends within that time, or a failed
-// wait, waits here: at most 400ms.
-func settle(acquired time.Time, c *runConfig) {
-	nt := c.nodeTimeout
-	if nt == 0 { // the library's default: ttl/20 clamped to [5ms, 200ms]
-		nt = min(max(c.ttl/20, 5*time.Millisecond), 200*time.Millisecond)
+// inflight counts the requests in flight on the go-redis clients, so that
+// a failed wait can let the last round's stragglers land before the
+// clients close.
+//
+// Why: an acquisition round is decided as soon as its outcome is known
+// (for a lost one, once enough nodes said no), without waiting for the
+// other nodes. A grant that arrives afterwards is released by the library
+// in the background, but neither the request nor that release counts for
+// Client.Close until the release starts; closing the clients while the
+// request is still on the wire would leave the key on that node for its
+// TTL. A won lock needs none of this: Unlock goes to every node, after the
+// acquire on the same connection, and Close waits for it.
+type inflight struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n falls to 0; nil when nobody waits
+}
+
+var _ redis.Hook = (*inflight)(nil)
+
+func (f *inflight) add(d int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n += d
+	if f.n == 0 && f.idle != nil {
+		close(f.idle)
+		f.idle = nil
 	}
-	if d := time.Until(acquired.Add(2 * nt)); d > 0 {
-		time.Sleep(d)
+}
+
+// DialHook passes dials through.
+func (f *inflight) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook counts a command while it runs.
+func (f *inflight) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		f.add(1)
+		defer f.add(-1)
+		return next(ctx, cmd)
 	}
+}
+
+// ProcessPipelineHook counts a pipeline while it runs.
+func (f *inflight) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		f.add(1)
+		defer f.add(-1)
+		return next(ctx, cmds)
+	}
+}
+
+// quiesce waits until no request is in flight, or for at most d. A grant
+// that lands starts its clean-up release a moment after its reply, so
+// quiet must last a millisecond to count.
+func (f *inflight) quiesce(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for {
+		f.mu.Lock()
+		if f.n == 0 {
+			f.mu.Unlock()
+			time.Sleep(time.Millisecond)
+			f.mu.Lock()
+			if f.n == 0 {
+				f.mu.Unlock()
+				return
+			}
+		}
+		if f.idle == nil {
+			f.idle = make(chan struct{})
+		}
+		idle := f.idle
+		f.mu.Unlock()
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-idle:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// effectiveNodeTimeout returns the per-node timeout the lock uses.
+func (c *runConfig) effectiveNodeTimeout() time.Duration {
+	if c.nodeTimeout > 0 {
+		return c.nodeTimeout
+	}
+	// The library's default: ttl/20 clamped to [5ms, 200ms].
+	return min(max(c.ttl/20, 5*time.Millisecond), 200*time.Millisecond)
 }
 
 // errSignal cancels the wait for the lock when a signal arrives.
 var errSignal = errors.New("interrupted by a signal")
 
 // acquire takes the lock, waiting as --wait says, or returns nil and the
-// exit code. A forwarded signal ends the wait with 128+n.
-func acquire(ctx context.Context, lk locker, c *runConfig, sigs <-chan os.Signal, stderr io.Writer) (*redlock.Lock, int) {
+// exit code. A forwarded signal ends the wait with 128+n. After a failure
+// it waits, up to two per-node timeouts, for the requests still in
+// flight (see inflight).
+func acquire(ctx context.Context, lk locker, c *runConfig, r *runner, sigs <-chan os.Signal, stderr io.Writer) (*redlock.Lock, int) {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if c.wait.set && c.wait.d > 0 {
@@ -57,7 +138,7 @@ func acquire(ctx context.Context, lk locker, c *runConfig, sigs <-chan os.Signal
 	l, err := lk.TryLock(actx, c.key, c.ttl)
 	if err != nil && (!c.wait.set || c.wait.d > 0) && !errors.Is(err, redlock.ErrInvalid) && actx.Err() == nil {
 		if errors.Is(err, redlock.ErrUnreachable) {
-			fmt.Fprintf(stderr, "redlock run: waiting for %q; nodes are failing: %v\n", c.key, err)
+			fmt.Fprintf(stderr, "redlock run: waiting for %q; nodes are failing:\n%s", c.key, r.nodeLines(err))
 		}
 		l, err = lk.Lock(actx, c.key, c.ttl)
 	}
@@ -68,6 +149,9 @@ func acquire(ctx context.Context, lk locker, c *runConfig, sigs <-chan os.Signal
 	case sig = <-got:
 	default:
 	}
+	if err != nil || sig != nil {
+		r.flight.quiesce(2 * c.effectiveNodeTimeout())
+	}
 	if sig != nil {
 		if l != nil {
 			_ = release(context.WithoutCancel(ctx), l)
@@ -75,19 +159,22 @@ func acquire(ctx context.Context, lk locker, c *runConfig, sigs <-chan os.Signal
 		fmt.Fprintf(stderr, "redlock run: %v while waiting for %q\n", sig, c.key)
 		return nil, exitSignal + signalNumber(sig)
 	}
-	switch {
-	case err == nil:
+	if err == nil {
 		return l, exitOK
-	case errors.Is(err, redlock.ErrInvalid):
-		return nil, usageExit(err, "redlock run", stderr)
-	case c.wait.set && c.wait.d == 0:
-		fmt.Fprintf(stderr, "redlock run: lock %q not obtained (--wait 0: one attempt): %v\n", c.key, err)
-	case c.wait.set:
-		fmt.Fprintf(stderr, "redlock run: lock %q not obtained within %v: %v\n", c.key, c.wait.d, err)
-	default:
-		fmt.Fprintf(stderr, "redlock run: lock %q not obtained: %v\n", c.key, err)
 	}
-	return nil, exitNotObtained
+	if errors.Is(err, redlock.ErrInvalid) {
+		return nil, usageExit(libError(err), "redlock run", stderr)
+	}
+	var when string
+	switch {
+	case c.wait.set && c.wait.d == 0:
+		when = " (--wait 0: one attempt)"
+	case c.wait.set:
+		when = fmt.Sprintf(" within %v", c.wait.d)
+	}
+	fmt.Fprintf(stderr, "redlock run: lock %q not obtained%s: %s\n", c.key, when, r.why(ctx, err))
+	fmt.Fprint(stderr, r.nodeLines(err))
+	return nil, c.conflictCode
 }
 
 // releaseTries bounds the attempts to release the lock when nodes fail:

@@ -62,18 +62,17 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var workers int
 	var dur time.Duration
 	var reportDir string
-	fs := flag.NewFlagSet("redlock demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {} // see printUsage
+	fs := newFlagSet("redlock demo")
 	fs.IntVar(&workers, "workers", 6, "contending workers")
-	fs.DurationVar(&dur, "duration", 10*time.Second, "how long the workers run")
+	durationVar(fs, &dur, "duration", 10*time.Second, "how long the workers run (a `duration`)")
 	fs.StringVar(&reportDir, "report", filepath.Join("report", "demo"), "directory for the HTML report (index.html)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
 			printUsage(fs, demoUsage)
 			return exitOK
 		}
-		return usageExit(&usageError{msg: err.Error(), printed: true}, "redlock demo", stderr)
+		return usageExit(usagef("%v", err), "redlock demo", stderr)
 	}
 	var err error
 	switch {
@@ -107,7 +106,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	clients := make([]redis.UniversalClient, len(nodes))
 	addrs := make([]string, len(nodes))
 	for i, n := range nodes {
-		addrs[i] = n.Addr()
+		addrs[i] = "redis://" + n.Addr()
 		clients[i] = redis.NewClient(&redis.Options{
 			Addr: n.Addr(), DialTimeout: 250 * time.Millisecond,
 			ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond,
@@ -164,7 +163,12 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "  contended     %6d   (attempts that found the lock held)\n", d.contended.Load())
 	fmt.Fprintf(stdout, "  errors        %6d   (attempts that failed for other reasons)\n", d.failed.Load())
 	if p := d.lastErr.Load(); p != nil {
-		fmt.Fprintf(stdout, "                         last: %v\n", *p)
+		specs := make([]nodeSpec, len(addrs))
+		for i, a := range addrs {
+			specs[i] = nodeSpec{url: a}
+		}
+		last := (&runner{specs: specs}).explain(*p)
+		fmt.Fprintf(stdout, "                         last: %s\n", strings.ReplaceAll(last, "\n", "\n                         "))
 	}
 	fmt.Fprintf(stdout, "  locks lost    %6d\n", d.lost.Load())
 	fmt.Fprintf(stdout, "  violations    %6d   (two workers holding the lock at once)\n", len(violations))

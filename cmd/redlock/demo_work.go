@@ -125,7 +125,7 @@ func (d *demoRun) faults(ctx context.Context, nodes []*redisnode.Node, dur time.
 				say("killing node %d: %v", demoVictim+1, err)
 				return
 			}
-			say("killed node %d (%s) while worker %d held the lock", demoVictim+1, victim.Addr(), holder+1)
+			say("killed node %d (redis://%s) while worker %d held the lock", demoVictim+1, victim.Addr(), holder+1)
 			break
 		}
 		d.mu.Unlock()

@@ -52,7 +52,8 @@ const exitCodesHelp = `Exit codes:
   69      status: some node did not answer (EX_UNAVAILABLE)
   70      run: the lock was lost while the command ran; the command was
           sent SIGTERM, then SIGKILL after --grace
-  75      run: the lock was not obtained within --wait (EX_TEMPFAIL)
+  75      run: the lock was not obtained within --wait (EX_TEMPFAIL);
+          -E N (--conflict-exit-code) chooses another code
   126     run: the command could not be started
   127     run: the command was not found
   128+n   run: the command was killed by signal n, or redlock got signal n

@@ -30,6 +30,11 @@ var nodeURLSeeds = []string{
 	"redis://h?pool_size=-1",
 	"redis://h?pool_size=0&min_idle_conns=-1&max_retries=-5",
 	"redis://h?protocol=9&read_timeout=-2s",
+	"127.0.0.1:7381",
+	"redis+cluster://u:pw@h:7000?addr=h:7001&addr=h:7002",
+	"rediss+sentinel://:pw@s1:26379/2?master_name=m&addr=s2:26379",
+	"redis+sentinel://s1",
+	"redis+cluster://h?pool_size=-1",
 }
 
 // FuzzParseNodes checks that no --nodes value makes the CLI panic, while
@@ -47,7 +52,10 @@ func FuzzParseNodes(f *testing.F) {
 		}
 		seen := map[string]bool{}
 		for _, s := range specs {
-			id := fmt.Sprintf("%s %s/%d", s.opts.Network, s.opts.Addr, s.opts.DB)
+			id := s.id
+			if s.opts != nil { // the address and db, whatever the spec's id says
+				id = fmt.Sprintf("%s %s/%d", s.opts.Network, s.opts.Addr, s.opts.DB)
+			}
 			if seen[id] {
 				t.Fatalf("parseNodes(%q): %s given twice was accepted", list, id)
 			}

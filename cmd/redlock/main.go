@@ -7,16 +7,16 @@
 //
 // Commands:
 //
-//	redlock run --nodes URL,... --key K [--ttl 30s] [--wait D] [--multi] -- command [args...]
-//	redlock status --nodes URL,... --key K
+//	redlock run --nodes URL,... --key K [--ttl 30s] [-w D] [-E code] [--multi] -- command [args...]
+//	redlock status --nodes URL,... --key K [--key-prefix P]
 //	redlock demo [--workers 6] [--duration 10s] [--report report/demo]
 //	redlock chaos ...
 //	redlock version
 //	redlock help [command]
 //
 // Nodes are go-redis URLs (redis://, rediss:// for TLS, user:password for
-// ACLs), from --nodes or the REDLOCK_NODES variable. Run 'redlock help'
-// for the exit codes.
+// ACLs, redis+cluster://, redis+sentinel://), from --nodes or the
+// REDLOCK_NODES variable. Run 'redlock help' for the exit codes.
 package main
 
 import (
@@ -45,7 +45,11 @@ REDLOCK_NODES variable:
   redis://[user:password@]host:port[/db]   plain TCP (ACL user optional)
   rediss://[user:password@]host:port[/db]  TLS
   unix:///path/to/redis.sock               Unix socket
+  redis+cluster://host:port[?addr=h2:p2]   a Redis Cluster, one node
+  redis+sentinel://host:port?master_name=M a Sentinel-managed master
 Query parameters of go-redis's ParseURL are accepted (dial_timeout=...).
+REDLOCK_KEY_PREFIX and REDLOCK_RESTART_GUARD stand for --key-prefix and
+--restart-guard.
 
 Example (with docker-compose.yml: docker compose up -d):
   export REDLOCK_NODES=redis://localhost:6381,redis://localhost:6382,redis://localhost:6383,redis://localhost:6384,redis://localhost:6385
@@ -80,6 +84,8 @@ func run(ctx context.Context, args []string, env func(string) string, stdout, st
 		return cmdDemo(ctx, rest, stdout, stderr)
 	case "chaos":
 		return cmdChaos(ctx, rest, stdout, stderr)
+	case superviseCmd: // hidden: see supervise_unix.go
+		return cmdSupervise(rest, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, version())
 		return exitOK

@@ -53,6 +53,10 @@ func redlockBin(t testing.TB) string {
 }
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == superviseCmd {
+		// In-process runs re-run this test binary as the supervisor.
+		os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+	}
 	// Tests kill nodes on purpose; go-redis would log every refused dial.
 	redis.SetLogger(quietLogger{})
 	code := m.Run()

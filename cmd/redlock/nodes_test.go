@@ -2,8 +2,11 @@ package main
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func TestParseNodes(t *testing.T) {
@@ -60,6 +63,14 @@ func TestParseNodes(t *testing.T) {
 		{"duplicate default port", "redis://a,redis://a:6379", "", []string{"is node 1 again"}},
 		{"same host other db", "redis://a:1/0,redis://a:1/0", "", []string{"is node 1 again"}},
 		{"no scheme", "localhost:6379", "", []string{`"localhost:6379"`, "no scheme"}},
+		{"bare ip:port", "127.0.0.1:7381", "", []string{`"127.0.0.1:7381"`, "no scheme: write redis://host:port"}},
+		{"cluster bad scheme", "http+cluster://h:1", "", []string{`scheme "http+cluster"`}},
+		{"cluster no host", "redis+cluster://", "", []string{"no host"}},
+		{"cluster bad addr", "redis+cluster://h:1?addr=nope", "", []string{"addr"}},
+		{"cluster twice", "redis+cluster://h:1?addr=h:2,redis+cluster://h:2?addr=h:1", "", []string{"is node 1 again"}},
+		{"sentinel no master", "redis+sentinel://s:26379", "", []string{"master_name"}},
+		{"sentinel bad db", "redis+sentinel://s:26379/x?master_name=m", "", []string{"database number"}},
+		{"sentinel negative pool", "redis+sentinel://s:26379?master_name=m&pool_size=-1", "", []string{"pool_size=-1"}},
 		{"bare host", "redis-1", "", []string{`"redis-1"`, "no scheme"}},
 		{"bad scheme", "http://a:1", "", []string{`"http://a:1"`, `scheme "http"`}},
 		{"no host", "redis://", "", []string{"no host"}},
@@ -86,6 +97,47 @@ func TestParseNodes(t *testing.T) {
 				t.Errorf("want the password redacted, got %q", err)
 			}
 		})
+	}
+}
+
+// Cluster and Sentinel nodes: go-redis's ParseClusterURL and
+// ParseFailoverURL behind the redis+cluster:// and redis+sentinel://
+// schemes (rediss+ for TLS). No server is contacted.
+func TestParseClusterAndSentinel(t *testing.T) {
+	noEnv := func(string) string { return "" }
+	specs, err := parseNodes("redis+cluster://u:pw@c1:7000?addr=c2:7001&addr=c3:7002,"+
+		"rediss+sentinel://:spw@s1:26379/2?master_name=mymaster&addr=s2:26379&password=mpw,"+
+		"redis://plain:6379", noEnv)
+	if err != nil {
+		t.Fatalf("want no error, got %v", err)
+	}
+	if len(specs) != 3 {
+		t.Fatalf("want 3 nodes, got %d", len(specs))
+	}
+	co := specs[0].cluster
+	if co == nil || !slices.Equal(co.Addrs, []string{"c1:7000", "c2:7001", "c3:7002"}) || co.Username != "u" || co.Password != "pw" || co.TLSConfig != nil {
+		t.Errorf("node 1: want a cluster of c1..c3 with user u, got %+v", co)
+	}
+	fo := specs[1].failover
+	if fo == nil || fo.MasterName != "mymaster" || !slices.Equal(fo.SentinelAddrs, []string{"s1:26379", "s2:26379"}) ||
+		fo.SentinelPassword != "spw" || fo.Password != "mpw" || fo.DB != 2 || fo.TLSConfig == nil {
+		t.Errorf("node 2: want master mymaster db 2 via s1, s2, TLS, with passwords, got %+v", fo)
+	}
+	if specs[2].opts == nil || specs[2].opts.Addr != "plain:6379" {
+		t.Errorf("node 3: want a plain server, got %+v", specs[2])
+	}
+	for i, sp := range specs {
+		if strings.Contains(sp.url, "pw") && !strings.Contains(sp.url, "xxxxx") || strings.Contains(sp.url, "mpw") || strings.Contains(sp.url, "spw") {
+			t.Errorf("node %d: want passwords redacted, got %s", i+1, sp.url)
+		}
+	}
+	clients := newClients(specs)
+	defer closeAll(clients)
+	if _, ok := clients[0].(*redis.ClusterClient); !ok {
+		t.Errorf("node 1: want a *redis.ClusterClient, got %T", clients[0])
+	}
+	if _, ok := clients[1].(*redis.Client); !ok {
+		t.Errorf("node 2: want a failover *redis.Client, got %T", clients[1])
 	}
 }
 

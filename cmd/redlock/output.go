@@ -12,8 +12,7 @@ import (
 
 // usageError is a problem with the command line: exit code 64.
 type usageError struct {
-	msg     string
-	printed bool // the flag package has already printed it
+	msg string
 }
 
 func (e *usageError) Error() string { return e.msg }
@@ -22,16 +21,13 @@ func usagef(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
 }
 
-// usageExit prints a usage error (unless the flag package already did)
-// and returns its exit code: 0 for -h, 64 otherwise.
+// usageExit prints a usage error, prefixed with prog, and returns its exit
+// code: 0 for -h, 64 otherwise.
 func usageExit(err error, prog string, stderr io.Writer) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
-	var ue *usageError
-	if !errors.As(err, &ue) || !ue.printed {
-		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
-	}
+	fmt.Fprintf(stderr, "%s: %v\n", prog, err)
 	fmt.Fprintf(stderr, "Run '%s -h' for usage.\n", prog)
 	return exitUsage
 }

@@ -3,6 +3,8 @@
 package main
 
 import (
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -15,6 +17,14 @@ var forwardedSignals = []os.Signal{os.Interrupt}
 type child struct{ cmd *exec.Cmd }
 
 func newChild(cmd *exec.Cmd, foreground bool) *child { return &child{cmd: cmd} }
+
+// superviseCmd is the supervisor of Unix systems; there is none here.
+const superviseCmd = "__supervise"
+
+func cmdSupervise(args []string, stderr io.Writer) int {
+	fmt.Fprintln(stderr, "redlock: "+superviseCmd+" is internal to redlock run on Unix")
+	return exitUsage
+}
 
 func (c *child) forward(sig os.Signal) { _ = c.cmd.Process.Signal(sig) }
 

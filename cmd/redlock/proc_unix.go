@@ -26,15 +26,20 @@ var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGH
 // are not forwarded, and a lost lock signals the command alone, not the
 // processes it started.
 //
-// On Linux the command is also SIGKILLed if redlock itself dies, since
-// nobody would extend its lock any more.
+// Without --foreground the command runs under a supervisor that leads the
+// group and SIGKILLs it if redlock itself dies, even of SIGKILL, since
+// nobody would extend its lock any more (supervise_unix.go): at once on
+// Linux, within parentPoll elsewhere. With --foreground only the command
+// itself is SIGKILLed, and only on Linux (Pdeathsig).
 type child struct {
 	cmd   *exec.Cmd
 	group bool
 }
 
 func newChild(cmd *exec.Cmd, foreground bool) *child {
-	cmd.SysProcAttr = sysProcAttr(!foreground)
+	if foreground || !superviseArgs(cmd) {
+		cmd.SysProcAttr = sysProcAttr(!foreground)
+	}
 	return &child{cmd: cmd, group: !foreground}
 }
 

@@ -25,7 +25,8 @@ lock. SIGINT, SIGTERM and SIGHUP are passed on to the command. If the lock
 is lost (no extension reached a quorum before its validity ran out), the
 command's process group gets SIGTERM, then SIGKILL after --grace, and
 redlock exits 70. The command runs in its own process group, so it cannot
-read from the terminal, unless --foreground.
+read from the terminal, unless --foreground. On Linux that group is
+SIGKILLed if redlock itself dies (even of kill -9).
 
 The command sees REDLOCK_KEY (and REDLOCK_FENCE with --fence) in its
 environment. Exit codes: see 'redlock help'.
@@ -33,19 +34,66 @@ environment. Exit codes: see 'redlock help'.
 Flags:
 `
 
+// Environment variables read when the flag is not given.
+const (
+	envRestartGuard = "REDLOCK_RESTART_GUARD"
+	envKeyPrefix    = "REDLOCK_KEY_PREFIX"
+)
+
 // runConfig is the parsed command line of `redlock run`.
 type runConfig struct {
-	nodes       []nodeSpec
-	key         string
-	ttl         time.Duration
-	wait        waitFlag
-	grace       time.Duration
-	nodeTimeout time.Duration
-	multi       bool
-	fence       bool
-	foreground  bool
-	verbose     bool
-	command     []string
+	nodes        []nodeSpec
+	key          string
+	ttl          time.Duration
+	wait         waitFlag
+	grace        time.Duration
+	nodeTimeout  time.Duration
+	restartGuard time.Duration
+	keyPrefix    string
+	conflictCode int
+	multi        bool
+	fence        bool
+	foreground   bool
+	verbose      bool
+	command      []string
+}
+
+// errNotDuration is the one message of every bad duration, flag or
+// environment variable.
+var errNotDuration = errors.New("not a duration (e.g. 30s, 1m)")
+
+// parseDuration is time.ParseDuration with errNotDuration.
+func parseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, errNotDuration
+	}
+	return d, nil
+}
+
+// durationFlag is a duration flag whose errors read as errNotDuration.
+type durationFlag struct{ d *time.Duration }
+
+func (f durationFlag) String() string {
+	if f.d == nil {
+		return "0s" // the zero value, for flag.PrintDefaults
+	}
+	return f.d.String()
+}
+
+func (f durationFlag) Set(s string) error {
+	d, err := parseDuration(s)
+	if err != nil {
+		return err
+	}
+	*f.d = d
+	return nil
+}
+
+// durationVar defines a duration flag with errNotDuration errors.
+func durationVar(fs *flag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	fs.Var(durationFlag{p}, name, usage)
 }
 
 // waitFlag is --wait: unset means wait forever, 0 means one attempt.
@@ -62,9 +110,9 @@ func (w *waitFlag) String() string {
 }
 
 func (w *waitFlag) Set(s string) error {
-	d, err := time.ParseDuration(s)
+	d, err := parseDuration(s)
 	if err != nil {
-		return errors.New("not a duration (e.g. 30s, 1m)")
+		return err
 	}
 	if d < 0 {
 		return errors.New("negative")
@@ -73,30 +121,44 @@ func (w *waitFlag) Set(s string) error {
 	return nil
 }
 
+// newFlagSet returns a flag set whose errors come back to the caller
+// unprinted, so that usageExit prints them once, with the command's
+// prefix; -h prints the usage to stderr.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {} // see printUsage
+	return fs
+}
+
 // parseRun parses the flags of `redlock run`. It returns flag.ErrHelp for
 // -h, or a usage error.
 func parseRun(args []string, env func(string) string, stderr io.Writer) (*runConfig, error) {
 	var c runConfig
-	var nodes string
-	fs := flag.NewFlagSet("redlock run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {} // see printUsage
-	fs.StringVar(&nodes, "nodes", "", "comma-separated node URLs: redis://[user:password@]host:port[/db], rediss:// for TLS (default: $"+envNodes+")")
+	var nodes, guard string
+	fs := newFlagSet("redlock run")
+	fs.StringVar(&nodes, "nodes", "", "comma-separated node URLs: redis://[user:password@]host:port[/db], rediss:// for TLS, redis+cluster://, redis+sentinel:// (default: $"+envNodes+")")
 	fs.StringVar(&c.key, "key", "", "the lock's key (required)")
-	fs.DurationVar(&c.ttl, "ttl", 30*time.Second, "lock TTL; the lock is extended by this much each time half of it is left")
+	durationVar(fs, &c.ttl, "ttl", 30*time.Second, "lock TTL: the lock is extended by this `duration` each time half of it is left")
 	fs.Var(&c.wait, "wait", "wait up to this `duration` for the lock; 0 makes one attempt (default: wait forever)")
-	fs.DurationVar(&c.grace, "grace", 10*time.Second, "after a lost lock, time between SIGTERM and SIGKILL; 0 sends SIGKILL at once")
-	fs.DurationVar(&c.nodeTimeout, "node-timeout", 0, "per-node request timeout (default: ttl/20, clamped to [5ms, 200ms])")
+	fs.Var(&c.wait, "w", "short for --wait (a `duration`)")
+	fs.IntVar(&c.conflictCode, "conflict-exit-code", exitNotObtained, "exit `code` when the lock is not obtained (like flock -E)")
+	fs.IntVar(&c.conflictCode, "E", exitNotObtained, "short for --conflict-exit-code (an exit `code`)")
+	durationVar(fs, &c.grace, "grace", 10*time.Second, "after a lost lock, the `duration` between SIGTERM and SIGKILL; 0 sends SIGKILL at once")
+	durationVar(fs, &c.nodeTimeout, "node-timeout", 0, "per-node request timeout, a `duration` (default: ttl/20, clamped to [5ms, 200ms])")
+	fs.StringVar(&guard, "restart-guard", "", "refuse the votes of nodes restarted less than this `duration` ago (WithRestartGuard; default: $"+envRestartGuard+", else off)")
+	fs.StringVar(&c.keyPrefix, "key-prefix", "", "`prefix` of the keys on the nodes (WithKeyPrefix; default: $"+envKeyPrefix+")")
 	fs.BoolVar(&c.multi, "multi", false, "need every node, not a majority (MultiLock)")
 	fs.BoolVar(&c.fence, "fence", false, "also take a fencing token and pass it in REDLOCK_FENCE")
 	fs.BoolVar(&c.foreground, "foreground", false, "run the command in redlock's process group, so that it can read from the terminal; a lost lock then signals the command only, not its children")
-	fs.BoolVar(&c.verbose, "v", false, "report acquisition and release on stderr")
+	fs.BoolVar(&c.verbose, "v", false, "report acquisition (with the token, as status's HOLDER shows it) and release on stderr")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
 			printUsage(fs, runUsage)
 			return nil, err
 		}
-		return nil, &usageError{msg: err.Error(), printed: true}
+		return nil, usagef("%v", err)
 	}
 	c.command = fs.Args()
 	switch {
@@ -108,15 +170,49 @@ func parseRun(args []string, env func(string) string, stderr io.Writer) (*runCon
 		return nil, usagef("--grace %v is negative", c.grace)
 	case c.nodeTimeout < 0:
 		return nil, usagef("--node-timeout %v is negative", c.nodeTimeout)
+	case c.conflictCode < 0 || c.conflictCode > 255:
+		return nil, usagef("--conflict-exit-code %d is not in 0..255", c.conflictCode)
 	case len(c.command) == 0:
 		return nil, usagef("no command: write redlock run [flags] -- command [args...]")
 	}
+	var err error
+	if c.restartGuard, err = restartGuard(guard, env); err != nil {
+		return nil, err
+	}
+	c.keyPrefix = keyPrefix(c.keyPrefix, env)
 	specs, err := parseNodes(nodes, env)
 	if err != nil {
 		return nil, err
 	}
 	c.nodes = specs
 	return &c, nil
+}
+
+// restartGuard parses --restart-guard, else REDLOCK_RESTART_GUARD.
+func restartGuard(flag string, env func(string) string) (time.Duration, error) {
+	s, from := flag, "--restart-guard"
+	if s == "" {
+		s, from = env(envRestartGuard), envRestartGuard
+	}
+	if s == "" {
+		return 0, nil
+	}
+	d, err := parseDuration(s)
+	switch {
+	case err != nil:
+		return 0, usagef("%s %q: %v", from, s, err)
+	case d < 0:
+		return 0, usagef("%s %v is negative", from, d)
+	}
+	return d, nil
+}
+
+// keyPrefix returns --key-prefix, else REDLOCK_KEY_PREFIX.
+func keyPrefix(flag string, env func(string) string) string {
+	if flag != "" {
+		return flag
+	}
+	return env(envKeyPrefix)
 }
 
 // locker is what run needs of a *redlock.Client or *redlock.MultiLock.
@@ -150,47 +246,61 @@ func cmdRun(ctx context.Context, args []string, env func(string) string, stdout,
 	if c.fence {
 		opts = append(opts, redlock.WithFencing())
 	}
-	clients := newClients(c.nodes)
-	defer closeAll(clients)
-	lk, err := newLocker(clients, c.multi, opts)
-	if err != nil {
-		return usageExit(err, "redlock run", stderr)
+	if c.restartGuard > 0 {
+		opts = append(opts, redlock.WithRestartGuard(c.restartGuard))
 	}
-	// Before the go-redis clients close: releases that failed get one
-	// last attempt, so that the process leaves no key behind it can
-	// still remove.
+	if c.keyPrefix != "" {
+		opts = append(opts, redlock.WithKeyPrefix(c.keyPrefix))
+	}
+	r := &runner{specs: c.nodes, flight: new(inflight), stored: c.keyPrefix + c.key,
+		probe: max(2*c.effectiveNodeTimeout(), 100*time.Millisecond)}
+	r.clients = newClients(c.nodes)
+	for _, cl := range r.clients {
+		cl.AddHook(r.flight)
+	}
+	defer closeAll(r.clients)
+	lk, err := newLocker(r.clients, c.multi, opts)
+	if err != nil {
+		return usageExit(libError(err), "redlock run", stderr)
+	}
+	// Before the go-redis clients close: releases in flight are waited
+	// for and those that failed get one last attempt, so that the process
+	// leaves no key behind it can still remove.
 	defer lk.Close()
 
 	sigs := make(chan os.Signal, 4)
 	stop := notifySignals(sigs)
 	defer stop()
 
-	l, code := acquire(ctx, lk, c, sigs, stderr)
-	// Runs before closeAll: let the last round's stragglers be cleaned up.
-	defer settle(time.Now(), c)
+	l, code := acquire(ctx, lk, c, r, sigs, stderr)
 	if l == nil {
 		return code
 	}
 	if c.verbose {
-		fmt.Fprintf(stderr, "redlock run: acquired %q on %d nodes (validity %v, fence %d)\n", c.key, len(c.nodes), l.Validity().Round(time.Millisecond), l.Fence())
+		fence := ""
+		if c.fence {
+			fence = fmt.Sprintf(", fence %d", l.Fence())
+		}
+		fmt.Fprintf(stderr, "redlock run: acquired %q with token %s (status shows %s) on a quorum of %d nodes (validity %v%s)\n",
+			c.key, l.Token(), shortToken(l.Token()), len(c.nodes), l.Validity().Round(time.Millisecond), fence)
 	}
-	return supervise(ctx, l, c, sigs, stdout, stderr)
+	return supervise(ctx, l, c, r, sigs, stdout, stderr)
 }
 
 // supervise runs the command under l, extending l, forwarding signals,
 // and terminating the command when l is lost. It releases l at the end.
-func supervise(ctx context.Context, l *redlock.Lock, c *runConfig, sigs <-chan os.Signal, stdout, stderr io.Writer) int {
+func supervise(ctx context.Context, l *redlock.Lock, c *runConfig, r *runner, sigs <-chan os.Signal, stdout, stderr io.Writer) int {
 	bg := context.WithoutCancel(ctx) // extension and release outlive ctx
 	released := false
 	defer func() {
 		if !released { // lost or failed: free what nodes still hold our token
 			if err := release(bg, l); err != nil && c.verbose {
-				fmt.Fprintf(stderr, "redlock run: releasing %q: %v\n", c.key, err)
+				fmt.Fprintf(stderr, "redlock run: releasing %q: %v\n", c.key, r.explain(err))
 			}
 		}
 	}()
 	if err := l.AutoExtend(bg); err != nil {
-		fmt.Fprintf(stderr, "redlock run: lock %q lost before the command started: %v\n", c.key, err)
+		fmt.Fprintf(stderr, "redlock run: lock %q, before the command started: %v\n", c.key, r.explain(err))
 		return exitLockLost
 	}
 
@@ -239,13 +349,13 @@ func supervise(ctx context.Context, l *redlock.Lock, c *runConfig, sigs <-chan o
 			if err := l.Err(); errors.Is(err, redlock.ErrLockLost) {
 				ch.killRest()        // whatever the command left running
 				if lockDone != nil { // lost as the command ended
-					fmt.Fprintf(stderr, "redlock run: lock %q lost: %v\n", c.key, err)
+					fmt.Fprintf(stderr, "redlock run: lock %q: %v\n", c.key, r.explain(err))
 				}
 				return exitLockLost
 			}
 			released = true
 			if err := release(bg, l); err != nil {
-				fmt.Fprintf(stderr, "redlock run: releasing %q: %v (it expires with its TTL)\n", c.key, err)
+				fmt.Fprintf(stderr, "redlock run: releasing %q (what is left expires with the TTL): %v\n", c.key, r.explain(err))
 			} else if c.verbose {
 				fmt.Fprintf(stderr, "redlock run: released %q\n", c.key)
 			}
@@ -253,7 +363,7 @@ func supervise(ctx context.Context, l *redlock.Lock, c *runConfig, sigs <-chan o
 		case s := <-sigs:
 			ch.forward(s)
 		case <-lockDone:
-			terminate(fmt.Sprintf("lock %q lost: %v", c.key, l.Err()))
+			terminate(fmt.Sprintf("lock %q: %v", c.key, r.explain(l.Err())))
 		case <-ctxDone:
 			terminate(fmt.Sprintf("cancelled: %v", context.Cause(ctx)))
 		case <-killC:

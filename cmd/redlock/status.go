@@ -16,7 +16,7 @@ import (
 	"github.com/seed543a70bd/redlock"
 )
 
-const statusUsage = `Usage: redlock status --nodes URL,... --key K [--timeout 1s]
+const statusUsage = `Usage: redlock status --nodes URL,... --key K [--timeout 1s] [--key-prefix P]
 
 For each node: whether it answered, the holder's token (its first 8
 characters, "-" when the key is free), the key's PTTL, and the fencing
@@ -41,21 +41,22 @@ type nodeStatus struct {
 
 // cmdStatus implements `redlock status`.
 func cmdStatus(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) int {
-	var nodes, key string
+	var nodes, key, prefix string
 	var timeout time.Duration
-	fs := flag.NewFlagSet("redlock status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {} // see printUsage
+	fs := newFlagSet("redlock status")
 	fs.StringVar(&nodes, "nodes", "", "comma-separated node URLs (default: $"+envNodes+")")
 	fs.StringVar(&key, "key", "", "the lock's key (required)")
-	fs.DurationVar(&timeout, "timeout", time.Second, "how long to wait for each node")
+	fs.StringVar(&prefix, "key-prefix", "", "`prefix` of the keys on the nodes, as given to redlock run (default: $"+envKeyPrefix+")")
+	durationVar(fs, &timeout, "timeout", time.Second, "how long to wait for each node (a `duration`)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
 			printUsage(fs, statusUsage)
 			return exitOK
 		}
-		return usageExit(&usageError{msg: err.Error(), printed: true}, "redlock status", stderr)
+		return usageExit(usagef("%v", err), "redlock status", stderr)
 	}
+	stored := keyPrefix(prefix, env) + key
 	var err error
 	switch {
 	case key == "":
@@ -81,7 +82,7 @@ func cmdStatus(ctx context.Context, args []string, env func(string) string, stdo
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res[i] = probeNode(ctx, clients[i], key, timeout)
+			res[i] = probeNode(ctx, clients[i], stored, timeout)
 			res[i].url = specs[i].url
 		}()
 	}
