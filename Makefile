@@ -8,7 +8,7 @@ redis:
 
 # Every module of the repository, each with its own go.mod (the root is
 # the library alone; see README "Modules"). bench/ is apart: `make bench`.
-MODULES = . extra/redlockotel extra/redlockprom
+MODULES = . chaos cmd/redlock extra/redlockotel extra/redlockprom
 
 test: redis lint
 	@set -e; for m in $(MODULES); do echo "== go test $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 9m ./...); done
@@ -22,11 +22,9 @@ fmt-check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
 # Peer benchmarks: bench/ is a separate module, so that the peers it
-# measures, redsync and redislock, never become dependencies of the library.
-# toxiproxy and dockertest are another matter: chaos/ lives in the root
-# module and uses them, so the root go.mod requires them, though the root
-# package itself does not import them (a program that imports only it does
-# not build them). Starts its own 5 redis-server nodes, prints a markdown
+# measures, redsync and redislock, never become dependencies of the
+# library, nor does toxiproxy (like chaos/ and cmd/redlock, which have
+# modules of their own too). Starts its own 5 redis-server nodes, prints a markdown
 # table and writes bench/results/latest.json; about 80 s on 2 cores.
 # Go-level benchmarks of the core paths: go test -run '^$$' -bench . -benchmem
 .PHONY: bench
@@ -36,8 +34,13 @@ bench: redis
 # The README's first command: 5 local redis-server nodes, contending workers,
 # a node killed and restarted mid-lock, a summary and report/demo/index.html.
 .PHONY: demo
-demo: redis
-	$(GO) run ./cmd/redlock demo
+demo: redis cli
+	./bin/redlock demo
+
+# The CLI, built from its own module into bin/redlock.
+.PHONY: cli
+cli:
+	$(GO) build -C cmd/redlock -o $(CURDIR)/bin/redlock .
 
 # Fuzzing: each target for FUZZTIME, one at a time (go test -fuzz takes one
 # target per run). Their seed corpora run as ordinary tests in `make test`;
@@ -49,7 +52,7 @@ FUZZ_CLI = FuzzParseNodes FuzzRedact
 .PHONY: fuzz
 fuzz: redis
 	@set -e; for f in $(FUZZ_ROOT); do echo "== $$f"; $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) . ; done
-	@set -e; for f in $(FUZZ_CLI); do echo "== $$f"; $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./cmd/redlock ; done
+	@set -e; for f in $(FUZZ_CLI); do echo "== $$f"; (cd cmd/redlock && $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) .) ; done
 
 # Soak: 64 clients on 4 keys over 5 nodes for SOAK while nodes are killed
 # (and restarted after the TTL) or paused; checks every critical section
@@ -62,13 +65,13 @@ SOAK ?= 10m
 SOAK_TIMEOUT ?= 30m
 .PHONY: soak
 soak: redis
-	$(GO) test -race -count=1 -run '^(TestSoak|TestStress)$$' -soak $(SOAK) -stress $(SOAK) -timeout $(SOAK_TIMEOUT) -v .
+	cd chaos && $(GO) test -race -count=1 -run '^(TestSoak|TestStress)$$' -soak $(SOAK) -stress $(SOAK) -timeout $(SOAK_TIMEOUT) -v ./stress
 
 # Chaos: the long chaos suite (every scenario, 20s each by default; set
 # CHAOS_FLAGS, e.g. --duration 1m or --scenario pause,skew-beyond) on local
 # redis-server nodes, with an HTML timeline per scenario in report/chaos/.
-# The short pass runs in `make test` (go test ./chaos/...).
+# The short pass runs in `make test` (the chaos module's go test ./...).
 CHAOS_FLAGS ?=
 .PHONY: chaos
-chaos: redis
-	$(GO) run ./cmd/redlock chaos --report report/chaos --json report/chaos/results.json $(CHAOS_FLAGS)
+chaos: redis cli
+	./bin/redlock chaos --report report/chaos --json report/chaos/results.json $(CHAOS_FLAGS)

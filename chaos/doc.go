@@ -65,6 +65,6 @@
 // are orchestrated (see scenarios_crash.go and skew), so that the
 // violation is found every run, not by luck.
 //
-// go test ./chaos/... runs the short suite and asserts every
+// go test ./... in the chaos module runs the short suite and asserts every
 // expectation; -chaos.long (or CHAOS_LONG=1) runs the long one.
 package chaos

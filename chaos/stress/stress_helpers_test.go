@@ -1,4 +1,4 @@
-package redlock_test
+package stress_test
 
 import (
 	"context"

@@ -1,0 +1,8 @@
+// Package stress holds the long randomized tests of the library against
+// real redis-server nodes with faults: TestStress (random mixed
+// operations from a replayable seed, checked by the chaos checker) and
+// TestSoak (many clients over minutes). Both run for 30 seconds in
+// `make test`; `make soak` runs them long. The package has no code of its
+// own: it lives in the chaos module so that the library's module needs
+// neither toxiproxy nor Docker.
+package stress
