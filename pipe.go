@@ -161,15 +161,27 @@ func (c *Client) runBatch(nd *node, jobs []job) {
 // did nothing on the node).
 func (c *Client) sendBatch(nd *node, jobs []job, cmds []*redis.Cmd, reps []reply, sent []time.Time) {
 	// The batch serves several rounds: it must not fail because one of
-	// their contexts ends. Each round is bounded by its own timer.
+	// their contexts ends (each round is bounded by its own timer), nor
+	// carry one caller's values into the others' requests: a go-redis
+	// tracing hook would put the whole pipeline, with every caller's
+	// keys and tokens, into the first caller's trace. A batch of one
+	// caller keeps that caller's values.
 	var first context.Context
+	shared := false
 	for k := range cmds {
-		if cmds[k] != nil {
+		if cmds[k] == nil {
+			continue
+		}
+		if first == nil {
 			first = jobs[k].ctx
-			break
+		} else if jobs[k].ctx != first {
+			shared = true
 		}
 	}
 	bctx := context.WithoutCancel(first)
+	if shared {
+		bctx = context.Background()
+	}
 	panicked := func() (p any) {
 		defer func() { p = recover() }()
 		pl := nd.c.Pipeline()
