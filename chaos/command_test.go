@@ -139,3 +139,25 @@ func TestTimelineOneBased(t *testing.T) {
 		}
 	}
 }
+
+// IsTerminal is false for /dev/null, a file and a pipe: none is a
+// terminal, although /dev/null is a character device.
+func TestIsTerminalNotDevNull(t *testing.T) {
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	if chaos.IsTerminal(null) {
+		t.Errorf("want /dev/null not a terminal")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if chaos.IsTerminal(w) {
+		t.Errorf("want a pipe not a terminal")
+	}
+}
