@@ -259,12 +259,17 @@ func (c *Client) isClosed() bool {
 	}
 }
 
+// closeWait bounds Close's wait for the retry loops' last attempts.
+const closeWait = 2 * retryFinalWait
+
 // Close ends the client's background work and waits for it, so that a
 // process may exit right after it: the releases still in flight (see
 // Unlock) get up to ReleaseTimeout to be answered, then the releases
 // still being retried get one last attempt each, bounded by
 // ReleaseTimeout per node, and are dropped; their keys expire with their
-// TTL. Locks already held can still be extended and unlocked, but a
+// TTL. Close returns within about 3*ReleaseTimeout (750ms) in all, even
+// when a stalled node holds a request of a go-redis client that has no
+// read timeout (that request's goroutine then ends with it). Locks already held can still be extended and unlocked, but a
 // release that fails after Close is not retried, and new acquisitions
 // return an error matching ErrClosed (and ErrInvalid). It does not close
 // the go-redis clients. Close is idempotent and returns nil; on a nil or
@@ -277,7 +282,10 @@ func (c *Client) Close() error {
 	c.bgMu.Lock()
 	c.closeOnce.Do(func() { close(c.closed) })
 	c.bgMu.Unlock()
-	c.bg.Wait()
+	// Bounded: a node whose go-redis client has no read timeout and does
+	// not honour context deadlines can hold a request forever. The retry
+	// loops' last attempts are bounded by retryFinalWait each.
+	waitTimeout(&c.bg, closeWait)
 	return nil
 }
 

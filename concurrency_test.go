@@ -508,3 +508,32 @@ func TestUnlockWaitsForEveryReachableNode(t *testing.T) {
 }
 
 func runtimeGoexit() { runtime.Goexit() }
+
+// TestCloseBounded: Close returns within its bound even when a stopped
+// node holds a release of a go-redis client with no read timeout (which
+// honours no context deadline either). The stuck request's goroutine
+// ends once the node resumes.
+func TestCloseBounded(t *testing.T) {
+	nodes := redistest.Nodes(t, 3)
+	clients := make([]redis.UniversalClient, 3)
+	for i, nd := range nodes {
+		c := redis.NewClient(&redis.Options{Addr: nd.Addr(), ReadTimeout: -1, WriteTimeout: -1, MaxRetries: -1})
+		t.Cleanup(func() { _ = c.Close() })
+		clients[i] = c
+	}
+	rl, err := redlock.New(clients, redlock.WithNodeTimeout(testNodeTimeout))
+	require.NoError(t, err)
+	k := key(t)
+	l, err := rl.TryLock(context.Background(), k, 10*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, nodes[2].Pause())
+	t.Cleanup(func() { _ = nodes[2].Resume() })
+	require.NoError(t, l.Unlock(context.Background()))
+	start := time.Now()
+	require.NoError(t, rl.Close())
+	took := time.Since(start)
+	require.Less(t, took, 3*time.Second, "want Close bounded (about 750ms) with a stopped node and no read timeout, took %v", took)
+	require.NoError(t, nodes[2].Resume())
+	eventually(t, 5*time.Second, func() bool { return get(t, clients[2], k) == "" },
+		"want the stuck release to land once node 3 resumes")
+}
