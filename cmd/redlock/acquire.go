@@ -115,7 +115,7 @@ var errSignal = errors.New("interrupted by a signal")
 // exit code. A forwarded signal ends the wait with 128+n. After a failure
 // it waits, up to two per-node timeouts, for the requests still in
 // flight (see inflight).
-func acquire(ctx context.Context, lk locker, c *runConfig, r *runner, sigs <-chan os.Signal, stderr io.Writer) (*redlock.Lock, int) {
+func acquire(ctx context.Context, lk redlock.Locker, c *runConfig, r *runner, sigs <-chan os.Signal, stderr io.Writer) (*redlock.Lock, int) {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if c.wait.set && c.wait.d > 0 {

@@ -6,11 +6,9 @@ import (
 	"github.com/seed543a70bd/redlock"
 )
 
-var _ locker = (*redlock.MultiLock)(nil)
-
 // newMultiLocker builds the locker behind --multi: a MultiLock, which
 // needs every node (see docs/multilock.md).
-func newMultiLocker(nodes []redis.UniversalClient, opts ...redlock.Option) (locker, error) {
+func newMultiLocker(nodes []redis.UniversalClient, opts ...redlock.Option) (redlock.Locker, error) {
 	m, err := redlock.NewMultiLock(nodes, opts...)
 	if err != nil {
 		return nil, err // not a typed nil in the interface

@@ -215,17 +215,8 @@ func keyPrefix(flag string, env func(string) string) string {
 	return env(envKeyPrefix)
 }
 
-// locker is what run needs of a *redlock.Client or *redlock.MultiLock.
-type locker interface {
-	TryLock(ctx context.Context, key string, ttl time.Duration, opts ...redlock.Option) (*redlock.Lock, error)
-	Lock(ctx context.Context, key string, ttl time.Duration, opts ...redlock.Option) (*redlock.Lock, error)
-	Close() error
-}
-
-var _ locker = (*redlock.Client)(nil)
-
 // newLocker returns a Client over the nodes, or a MultiLock with --multi.
-func newLocker(clients []redis.UniversalClient, multi bool, opts []redlock.Option) (locker, error) {
+func newLocker(clients []redis.UniversalClient, multi bool, opts []redlock.Option) (redlock.Locker, error) {
 	if multi {
 		return newMultiLocker(clients, opts...)
 	}
