@@ -2,7 +2,7 @@ package chaos
 
 import (
 	"fmt"
-	"html"
+	"html/template"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,49 +13,67 @@ import (
 // what it does, its verdict, and an SVG timeline of its history (see
 // Timeline). dir is created if needed.
 func WriteReport(dir string, results []Result) error {
-	var b strings.Builder
-	passed := 0
-	for _, r := range results {
-		if r.Pass {
-			passed++
-		}
-	}
-	fmt.Fprintf(&b, "<p>%s &middot; %d scenarios: %d passed, %d failed.</p>",
-		time.Now().Format(time.RFC3339), len(results), passed, len(results)-passed)
-	b.WriteString("<table><tr><th>scenario</th><th>expect</th><th>result</th><th>acquisitions</th><th>violations</th><th>p50 acquire</th><th>p99 acquire</th><th>faults</th><th>time</th></tr>")
-	for _, r := range results {
-		fmt.Fprintf(&b, `<tr><td><a href="#%s">%s</a></td><td>%s</td><td>%s</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%d</td><td>%.1fs</td></tr>`,
-			r.Scenario, r.Scenario, r.Expect, verdictHTML(r.Pass), r.Acquisitions, r.Violations,
-			usString(r.P50AcquireUS), usString(r.P99AcquireUS), r.Faults, r.Seconds)
-	}
-	b.WriteString("</table>")
-	b.WriteString(TimelineLegend)
 	docs := map[string]string{}
 	for _, s := range Scenarios() {
 		docs[s.Name] = s.Doc
 	}
-	for _, r := range results {
-		fmt.Fprintf(&b, `<section id="%s"><h2>%s %s</h2><p class="doc">%s Expect: <b>%s</b>. %d acquisitions in %d attempts, %d violations.</p>`,
-			r.Scenario, r.Scenario, verdictHTML(r.Pass), html.EscapeString(docs[r.Scenario]), r.Expect, r.Acquisitions, r.Attempts, r.Violations)
-		if len(r.Failures) > 0 {
-			b.WriteString("<ul>")
-			for _, f := range r.Failures {
-				fmt.Fprintf(&b, `<li class="fail">%s</li>`, html.EscapeString(f))
-			}
-			b.WriteString("</ul>")
-		}
-		if len(r.Examples) > 0 {
-			b.WriteString("<details><summary>violations</summary><ul>")
-			for _, v := range r.Examples {
-				fmt.Fprintf(&b, "<li><code>%s</code></li>", html.EscapeString(v))
-			}
-			b.WriteString("</ul></details>")
-		}
-		b.WriteString(Timeline(r, r.Nodes))
-		b.WriteString("</section>")
-	}
-	return WritePage(dir, "redlock chaos report", b.String())
+	return writeReport(dir, results, docs, time.Now())
 }
+
+// writeReport is WriteReport with the scenarios' docs by name and the
+// time the report is of.
+func writeReport(dir string, results []Result, docs map[string]string, now time.Time) error {
+	type row struct {
+		Result
+		Doc, P50, P99, Seconds string
+		SVG                    template.HTML
+	}
+	data := struct {
+		Now            string
+		Passed, Failed int
+		Legend         template.HTML
+		Results        []row
+	}{Now: now.Format(time.RFC3339), Legend: template.HTML(TimelineLegend)}
+	for _, r := range results {
+		if r.Pass {
+			data.Passed++
+		} else {
+			data.Failed++
+		}
+		data.Results = append(data.Results, row{
+			Result: r, Doc: docs[r.Scenario],
+			P50: usString(r.P50AcquireUS), P99: usString(r.P99AcquireUS), Seconds: fmt.Sprintf("%.1fs", r.Seconds),
+			// Written with html/template, which escapes what it quotes.
+			SVG: template.HTML(Timeline(r, r.Nodes)),
+		})
+	}
+	var b strings.Builder
+	if err := reportTmpl.Execute(&b, data); err != nil {
+		return err
+	}
+	return writePage(dir, "redlock chaos report", template.HTML(b.String()))
+}
+
+// reportTmpl is the body of WriteReport's page; newlines in its source
+// are dropped (see oneLine).
+var reportTmpl = template.Must(template.New("report").Parse(oneLine(`
+{{define "verdict"}}{{if .}}<span class="pass">pass</span>{{else}}<span class="fail">FAIL</span>{{end}}{{end}}
+<p>{{.Now}} &middot; {{len .Results}} scenarios: {{.Passed}} passed, {{.Failed}} failed.</p>
+<table><tr><th>scenario</th><th>expect</th><th>result</th><th>acquisitions</th><th>violations</th><th>p50 acquire</th><th>p99 acquire</th><th>faults</th><th>time</th></tr>
+{{range .Results}}
+	<tr><td><a href="#{{.Scenario}}">{{.Scenario}}</a></td><td>{{.Expect}}</td><td>{{template "verdict" .Pass}}</td>
+	<td>{{.Acquisitions}}</td><td>{{.Violations}}</td><td>{{.P50}}</td><td>{{.P99}}</td><td>{{.Faults}}</td><td>{{.Seconds}}</td></tr>
+{{end}}
+</table>
+{{.Legend}}
+{{range .Results}}
+	<section id="{{.Scenario}}"><h2>{{.Scenario}} {{template "verdict" .Pass}}</h2>
+	<p class="doc">{{.Doc}} Expect: <b>{{.Expect}}</b>. {{.Acquisitions}} acquisitions in {{.Attempts}} attempts, {{.Violations}} violations.</p>
+	{{with .Failures}}<ul>{{range .}}<li class="fail">{{.}}</li>{{end}}</ul>{{end}}
+	{{with .Examples}}<details><summary>violations</summary><ul>{{range .}}<li><code>{{.}}</code></li>{{end}}</ul></details>{{end}}
+	{{.SVG}}
+	</section>
+{{end}}`)))
 
 // WritePage writes dir/index.html: a page titled title (an h1 too) in
 // the style of WriteReport's, followed by body. body is written as is, so
@@ -64,14 +82,28 @@ func WriteReport(dir string, results []Result) error {
 // TimelineSVG fit in. dir is created if needed. `redlock demo` writes its
 // report with it, so that the demo's and the suite's reports look alike.
 func WritePage(dir, title, body string) error {
+	return writePage(dir, title, template.HTML(body)) // trusted, as documented
+}
+
+func writePage(dir, title string, body template.HTML) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	t := html.EscapeString(title)
-	page := `<!doctype html><html><head><meta charset="utf-8"><title>` + t + `</title><style>` + pageStyle + `</style></head><body><h1>` + t + `</h1>` +
-		body + "</body></html>\n"
-	return os.WriteFile(filepath.Join(dir, "index.html"), []byte(page), 0o644)
+	var b strings.Builder
+	err := pageTmpl.Execute(&b, struct {
+		Title string
+		Style template.CSS
+		Body  template.HTML
+	}{title, template.CSS(pageStyle), body})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "index.html"), []byte(b.String()), 0o644)
 }
+
+var pageTmpl = template.Must(template.New("page").Parse(oneLine(`
+<!doctype html><html><head><meta charset="utf-8"><title>{{.Title}}</title><style>{{.Style}}</style></head>
+<body><h1>{{.Title}}</h1>{{.Body}}</body></html>`) + "\n"))
 
 const pageStyle = `
 body{font:14px sans-serif;margin:20px;color:#222}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
@@ -79,13 +111,6 @@ td:first-child,th:first-child{text-align:left}.pass{color:#2ca02c;font-weight:bo
 section{margin:28px 0}.doc{color:#555;max-width:1100px}.legend span{display:inline-block;margin-right:14px}
 .sw{display:inline-block;width:14px;height:10px;margin-right:4px;vertical-align:middle}code{background:#f3f3f3}
 `
-
-func verdictHTML(pass bool) string {
-	if pass {
-		return `<span class="pass">pass</span>`
-	}
-	return `<span class="fail">FAIL</span>`
-}
 
 // TimelineLegend is an HTML paragraph that explains the colors and marks
 // of TimelineSVG, for a page written with WritePage.

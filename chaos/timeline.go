@@ -2,7 +2,7 @@ package chaos
 
 import (
 	"fmt"
-	"html"
+	"html/template"
 	"math"
 	"sort"
 	"strings"
@@ -101,8 +101,143 @@ func Timeline(r Result, nodes int) string {
 
 // TimelineSVG returns h as an SVG document fragment (see the top of this
 // file and TimelineLegend). WriteReport draws each scenario with it;
-// `redlock demo` draws its run with it, so both reports read alike.
+// `redlock demo` draws its run with it, so both reports read alike. It is
+// written with html/template, which escapes every text the history
+// quotes (keys, event details), so the fragment is safe to embed as is.
 func TimelineSVG(h History, o TimelineOptions) string {
+	var b strings.Builder
+	if err := timelineTmpl.Execute(&b, timelineView(h, o)); err != nil {
+		// The template is fixed and its data are plain values: an error
+		// is a bug in this file, not in h.
+		panic("chaos: timeline template: " + err.Error())
+	}
+	return b.String()
+}
+
+// The timeline's template: what it draws, in order, is the node lanes,
+// the key lanes, then over them the fault lines, their labels and the
+// time axis. Newlines in the source are dropped (see oneLine); every
+// title and label is plain text that the template escapes.
+var timelineTmpl = template.Must(template.New("timeline").Funcs(template.FuncMap{
+	"f0": func(v float64) string { return fmt.Sprintf("%.0f", v) },
+	"f1": func(v float64) string { return fmt.Sprintf("%.1f", v) },
+}).Parse(oneLine(`
+<svg xmlns="http://www.w3.org/2000/svg" width="{{f0 .W}}" height="{{f0 .H}}" viewBox="0 0 {{f0 .W}} {{f0 .H}}">
+<style>.lbl{font:11px sans-serif}.ev{font:10px sans-serif;fill:#333}.ax{font:10px sans-serif}</style>
+{{range .Nodes}}
+	<text x="4" y="{{f1 .LabelY}}" class="lbl">{{.Label}}</text>
+	<rect x="{{f1 .Lane.X}}" y="{{f1 .Lane.Y}}" width="{{f1 .Lane.W}}" height="{{f1 .Lane.H}}" fill="#eef5ea"/>
+	{{range .States}}
+		<rect x="{{f1 .X}}" y="{{f1 .Y}}" width="{{f1 .W}}" height="{{f1 .H}}" fill="{{.Fill}}"><title>{{.Title}}</title></rect>
+	{{end}}
+	{{range .Restarts}}
+		<rect x="{{f1 .X}}" y="{{f1 .Y}}" width="3" height="{{f1 .H}}" fill="#222"><title>{{.Title}}</title></rect>
+	{{end}}
+{{end}}
+{{range .Keys}}
+	<text x="4" y="{{f1 .LabelY}}" class="lbl">{{.Label}}</text>
+	<rect x="{{f1 .Lane.X}}" y="{{f1 .Lane.Y}}" width="{{f1 .Lane.W}}" height="{{f1 .Lane.H}}" fill="#f7f7f7"/>
+	{{range .Holds}}
+		<rect x="{{f1 .X}}" y="{{f1 .Y}}" width="{{f1 .W}}" height="{{f1 .H}}" fill="{{.Fill}}"
+		{{- if .Bad}} stroke="#d62728" stroke-width="2"{{end}}><title>{{.Title}}</title></rect>
+		{{with .Tail}}
+			<line x1="{{f1 .X1}}" y1="{{f1 .Y1}}" x2="{{f1 .X2}}" y2="{{f1 .Y2}}" stroke="{{.Stroke}}" stroke-dasharray="2,2"/>
+		{{end}}
+	{{end}}
+	{{range .Overlaps}}
+		<rect x="{{f1 .X}}" y="{{f1 .Y}}" width="{{f1 .W}}" height="{{f1 .H}}" fill="#d62728" opacity="0.35"><title>{{.Title}}</title></rect>
+	{{end}}
+	{{range .Failed}}
+		<line x1="{{f1 .X1}}" y1="{{f1 .Y1}}" x2="{{f1 .X2}}" y2="{{f1 .Y2}}" stroke="{{.Stroke}}"/>
+	{{end}}
+	{{range .Writes}}
+		<path d="M{{f1 .X}} {{f1 .Y}} l-3 -5 h6 z" fill="{{.Fill}}"><title>{{.Title}}</title></path>
+	{{end}}
+{{end}}
+{{range .Events}}
+	{{if .Note}}
+		<line x1="{{f1 .X1}}" y1="20" x2="{{f1 .X2}}" y2="{{f1 .Y2}}" stroke="#999" stroke-dasharray="1,3"><title>{{.Title}}</title></line>
+	{{else}}
+		<line x1="{{f1 .X1}}" y1="20" x2="{{f1 .X2}}" y2="{{f1 .Y2}}" stroke="#333" stroke-dasharray="4,3" opacity="0.5"><title>{{.Title}}</title></line>
+	{{end}}
+{{end}}
+{{range .Labels}}
+	<text x="{{f1 .X}}" y="14" class="ev">{{.Text}}</text>
+{{end}}
+{{range .Ticks}}
+	<line x1="{{f1 .X}}" y1="{{f1 .Y1}}" x2="{{f1 .X}}" y2="{{f1 .Y2}}" stroke="#333"/>
+	<text x="{{f1 .TextX}}" y="{{f1 .TextY}}" class="ax">{{.Text}}</text>
+{{end}}
+</svg>`)))
+
+// oneLine drops the newlines and the tabs that start lines in a
+// template's source, which are there to be read, so that the output is
+// as compact as the markup it replaced.
+func oneLine(src string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(src, "\n") {
+		b.WriteString(strings.TrimLeft(l, "\t"))
+	}
+	return b.String()
+}
+
+// The timeline's data, in the order drawn: every text in it is plain and
+// escaped by timelineTmpl.
+type (
+	tlView struct {
+		W, H   float64
+		Nodes  []tlNodeLane
+		Keys   []tlKeyLane
+		Events []tlLine // fault and note lines, across the picture
+		Labels []tlText // fault labels, above it
+		Ticks  []tlTick // the time axis
+	}
+	tlNodeLane struct {
+		LabelY   float64
+		Label    string
+		Lane     tlRect
+		States   []tlRect
+		Restarts []tlRect
+	}
+	tlKeyLane struct {
+		LabelY   float64
+		Label    string
+		Lane     tlRect
+		Holds    []tlHold
+		Overlaps []tlRect
+		Failed   []tlLine // failed attempts
+		Writes   []tlMark // fenced writes
+	}
+	tlRect struct {
+		X, Y, W, H  float64
+		Fill, Title string
+	}
+	tlHold struct {
+		tlRect
+		Bad  bool    // part of a violation
+		Tail *tlLine // held past its deadline, or nil
+	}
+	tlLine struct {
+		X1, Y1, X2, Y2 float64
+		Stroke, Title  string
+		Note           bool // a scenario's phase marker, not a fault
+	}
+	tlMark struct {
+		X, Y        float64
+		Fill, Title string
+	}
+	tlText struct {
+		X    float64
+		Text string
+	}
+	tlTick struct {
+		X, Y1, Y2, TextX, TextY float64
+		Text                    string
+	}
+)
+
+// timelineView lays h out for timelineTmpl.
+func timelineView(h History, o TimelineOptions) tlView {
 	base := 0
 	if o.OneBased {
 		base = 1
@@ -111,7 +246,7 @@ func TimelineSVG(h History, o TimelineOptions) string {
 	x := func(t time.Duration) float64 {
 		return tlLeft + float64(min(max(t, 0), end))/float64(end)*(tlWidth-tlLeft-tlRight)
 	}
-	var b strings.Builder
+	var out tlView
 	y := 28.0 // below the fault labels
 
 	// Which sections and writes are part of a violation.
@@ -127,18 +262,25 @@ func TimelineSVG(h History, o TimelineOptions) string {
 
 	// Node lanes.
 	for n := range o.Nodes {
-		fmt.Fprintf(&b, `<text x="4" y="%.1f" class="lbl">node %d</text>`, y+tlRowH-2, n+base)
-		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#eef5ea"/>`, tlLeft, y, tlWidth-tlLeft-tlRight, tlRowH)
+		lane := tlNodeLane{
+			LabelY: y + tlRowH - 2, Label: fmt.Sprintf("node %d", n+base),
+			Lane: tlRect{X: tlLeft, Y: y, W: tlWidth - tlLeft - tlRight, H: tlRowH},
+		}
 		for _, s := range nodeStates(h.Events, n, end) {
-			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>node %d %s %s: %s to %s</title></rect>`,
-				x(s.from), y, math.Max(x(s.to)-x(s.from), 1), tlRowH, stateColors[s.kind], n+base, s.kind, html.EscapeString(s.detail), ms(s.from), ms(s.to))
+			lane.States = append(lane.States, tlRect{
+				X: x(s.from), Y: y, W: math.Max(x(s.to)-x(s.from), 1), H: tlRowH, Fill: stateColors[s.kind],
+				Title: fmt.Sprintf("node %d %s %s: %s to %s", n+base, s.kind, s.detail, ms(s.from), ms(s.to)),
+			})
 		}
 		for _, ev := range h.Events {
 			if ev.Node == n && ev.Kind == EventRestart { // an instant: mark it
-				fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="3" height="%.1f" fill="#222"><title>node %d restarted at %s: %s</title></rect>`,
-					x(ev.At)-1, y, tlRowH, n+base, ms(ev.At), html.EscapeString(ev.Detail))
+				lane.Restarts = append(lane.Restarts, tlRect{
+					X: x(ev.At) - 1, Y: y, H: tlRowH,
+					Title: fmt.Sprintf("node %d restarted at %s: %s", n+base, ms(ev.At), ev.Detail),
+				})
 			}
 		}
+		out.Nodes = append(out.Nodes, lane)
 		y += tlRowH + 2
 	}
 	y += tlLaneGap
@@ -160,23 +302,26 @@ func TimelineSVG(h History, o TimelineOptions) string {
 			nrows = max(nrows, r+1)
 		}
 		laneH := float64(nrows)*tlRowH + 8
-		fmt.Fprintf(&b, `<text x="4" y="%.1f" class="lbl">%s</text>`, y+tlRowH-2, html.EscapeString(trunc(k, 16)))
-		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#f7f7f7"/>`, tlLeft, y, tlWidth-tlLeft-tlRight, laneH)
+		lane := tlKeyLane{
+			LabelY: y + tlRowH - 2, Label: trunc(k, 16),
+			Lane: tlRect{X: tlLeft, Y: y, W: tlWidth - tlLeft - tlRight, H: laneH},
+		}
 		for j, i := range byKey[k] {
 			s := h.Sections[i]
 			ry := y + float64(rows[j])*tlRowH
-			stroke := ""
-			if badSec[i] {
-				stroke = ` stroke="#d62728" stroke-width="2"`
-			}
 			fill := clientColors[s.Client%len(clientColors)]
-			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"%s><title>client %d%s, fence %d, safe %s to %s (deadline %s, released %s)</title></rect>`,
-				x(s.Acquired), ry+1, math.Max(x(s.End())-x(s.Acquired), 1), tlRowH-2, fill, stroke,
-				s.Client+base, html.EscapeString(strings.Replace(s.what(), " ", ", ", 1)), s.Fence, ms(s.Acquired), ms(s.End()), ms(s.Deadline), ms(s.Released))
-			if s.Released != Never && s.Released > s.Deadline { // held past validity: not safe
-				fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="2,2"/>`,
-					x(s.Deadline), ry+tlRowH/2, x(s.Released), ry+tlRowH/2, fill)
+			hold := tlHold{
+				tlRect: tlRect{
+					X: x(s.Acquired), Y: ry + 1, W: math.Max(x(s.End())-x(s.Acquired), 1), H: tlRowH - 2, Fill: fill,
+					Title: fmt.Sprintf("client %d%s, fence %d, safe %s to %s (deadline %s, released %s)",
+						s.Client+base, strings.Replace(s.what(), " ", ", ", 1), s.Fence, ms(s.Acquired), ms(s.End()), ms(s.Deadline), ms(s.Released)),
+				},
+				Bad: badSec[i],
 			}
+			if s.Released != Never && s.Released > s.Deadline { // held past validity: not safe
+				hold.Tail = &tlLine{X1: x(s.Deadline), Y1: ry + tlRowH/2, X2: x(s.Released), Y2: ry + tlRowH/2, Stroke: fill}
+			}
+			lane.Holds = append(lane.Holds, hold)
 		}
 		for _, v := range o.Found {
 			if (v.Kind != Overlap && v.Kind != OverLimit) || v.Key != k {
@@ -188,8 +333,7 @@ func TimelineSVG(h History, o TimelineOptions) string {
 			if v.Kind == Overlap {
 				tip.Detail = overlapDetail(a, c, base) // clients numbered as in the rest of the picture
 			}
-			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#d62728" opacity="0.35"><title>%s</title></rect>`,
-				x(from), y, math.Max(x(to)-x(from), 2), laneH-6, html.EscapeString(tip.String()))
+			lane.Overlaps = append(lane.Overlaps, tlRect{X: x(from), Y: y, W: math.Max(x(to)-x(from), 2), H: laneH - 6, Title: tip.String()})
 		}
 		ty := y + laneH - 5
 		for _, a := range h.Attempts {
@@ -198,7 +342,7 @@ func TimelineSVG(h History, o TimelineOptions) string {
 				if strings.Contains(a.Reason, "unreachable") {
 					c = "#e15759"
 				}
-				fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`, x(a.Start), ty, x(a.Start), ty+4, c)
+				lane.Failed = append(lane.Failed, tlLine{X1: x(a.Start), Y1: ty, X2: x(a.Start), Y2: ty + 4, Stroke: c})
 			}
 		}
 		for i, w := range h.Writes {
@@ -212,15 +356,18 @@ func TimelineSVG(h History, o TimelineOptions) string {
 			case !w.Accepted:
 				c, what = "#555555", "rejected"
 			}
-			fmt.Fprintf(&b, `<path d="M%.1f %.1f l-3 -5 h6 z" fill="%s"><title>write by client %d with fence %d %s at %s</title></path>`,
-				x(w.Start), y+float64(nrows)*tlRowH+3, c, w.Client+base, w.Fence, what, ms(w.Start))
+			lane.Writes = append(lane.Writes, tlMark{
+				X: x(w.Start), Y: y + float64(nrows)*tlRowH + 3, Fill: c,
+				Title: fmt.Sprintf("write by client %d with fence %d %s at %s", w.Client+base, w.Fence, what, ms(w.Start)),
+			})
 		}
+		out.Keys = append(out.Keys, lane)
 		y += laneH + 4
 	}
 	height := y + 22
+	out.W, out.H = tlWidth, height
 
 	// Fault lines and labels, over everything, and the time axis.
-	var top strings.Builder
 	type label struct {
 		x     float64
 		kind  EventKind
@@ -228,13 +375,14 @@ func TimelineSVG(h History, o TimelineOptions) string {
 	}
 	var labels []label
 	for _, ev := range h.Events {
+		line := tlLine{X1: x(ev.At), X2: x(ev.At), Y2: height - 20}
 		if ev.Kind == EventNote {
-			fmt.Fprintf(&top, `<line x1="%.1f" y1="20" x2="%.1f" y2="%.1f" stroke="#999" stroke-dasharray="1,3"><title>%s: %s</title></line>`,
-				x(ev.At), x(ev.At), height-20, ms(ev.At), html.EscapeString(ev.Detail))
+			line.Note, line.Title = true, fmt.Sprintf("%s: %s", ms(ev.At), ev.Detail)
+			out.Events = append(out.Events, line)
 			continue
 		}
-		fmt.Fprintf(&top, `<line x1="%.1f" y1="20" x2="%.1f" y2="%.1f" stroke="#333" stroke-dasharray="4,3" opacity="0.5"><title>%s: node %d %s %s</title></line>`,
-			x(ev.At), x(ev.At), height-20, ms(ev.At), ev.Node+base, ev.Kind, html.EscapeString(ev.Detail))
+		line.Title = fmt.Sprintf("%s: node %d %s %s", ms(ev.At), ev.Node+base, ev.Kind, ev.Detail)
+		out.Events = append(out.Events, line)
 		// Events of one kind close together share a label: "kill n0,1,2".
 		if n := len(labels); n > 0 && labels[n-1].kind == ev.Kind && x(ev.At)-labels[n-1].x < 40 {
 			labels[n-1].nodes = append(labels[n-1].nodes, fmt.Sprint(ev.Node+base))
@@ -248,17 +396,17 @@ func TimelineSVG(h History, o TimelineOptions) string {
 			continue // would overwrite the previous label; the line's tooltip remains
 		}
 		text := fmt.Sprintf("%s n%s", l.kind, strings.Join(l.nodes, ","))
-		fmt.Fprintf(&top, `<text x="%.1f" y="14" class="ev">%s</text>`, l.x+2, text)
+		out.Labels = append(out.Labels, tlText{X: l.x + 2, Text: text})
 		lastEnd = l.x + 6*float64(len(text)) + 6
 	}
 	step := axisStep(end)
 	for t := time.Duration(0); t <= end; t += step {
-		fmt.Fprintf(&top, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#333"/><text x="%.1f" y="%.1f" class="ax">%gs</text>`,
-			x(t), height-20, x(t), height-16, x(t)-6, height-5, t.Seconds())
+		out.Ticks = append(out.Ticks, tlTick{
+			X: x(t), Y1: height - 20, Y2: height - 16, TextX: x(t) - 6, TextY: height - 5,
+			Text: fmt.Sprintf("%gs", t.Seconds()),
+		})
 	}
-	return fmt.Sprintf(`<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f">`, tlWidth, height, tlWidth, height) +
-		`<style>.lbl{font:11px sans-serif}.ev{font:10px sans-serif;fill:#333}.ax{font:10px sans-serif}</style>` +
-		b.String() + top.String() + `</svg>`
+	return out
 }
 
 // stack assigns each section (by index into secs) the lowest row free at
