@@ -218,15 +218,14 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 //
 // Unlock is a clean-up and is not cut short by ctx's cancellation: it
 // waits for the nodes at most the longer of the per-node timeout and
-// ReleaseTimeout (250ms) instead. Once a quorum has answered it waits
-// for the other nodes a short grace more (twice the time the quorum
-// took, at least 1ms), so that nodes as fast as the rest have released
-// when it returns and the requests to slower ones have gone out, while a
+// ReleaseTimeout (250ms) instead. It returns as soon as a quorum has
+// released: the other nodes' releases go on in the background, so that a
 // slow or stopped node does not slow every Unlock down. A release that
 // fails (a stopped or unreachable node, an error) is retried in the
 // background until the node answers, the key's TTL has passed, or
 // Client.Close; the caller never waits for that. A process about to exit
-// calls Client.Close, which waits for the releases in flight.
+// calls Client.Close, which waits (bounded) for the releases in flight,
+// so that no node keeps the key for its TTL.
 //
 // Errors: ErrInvalid for a nil or zero *Lock or nil ctx; a *QuorumError
 // matching ErrNotHeld when fewer than a quorum still held the token (for
