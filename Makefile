@@ -27,7 +27,7 @@ fmt-check:
 # measures, redsync and redislock, never become dependencies of the
 # library, nor does toxiproxy (like chaos/ and cmd/redlock, which have
 # modules of their own too). Starts its own 5 redis-server nodes, prints a markdown
-# table and writes bench/results/latest.json; about 80 s on 2 cores.
+# table and writes bench/results/latest.json; about 75 s on 2 cores.
 # Go-level benchmarks of the core paths: go test -run '^$$' -bench . -benchmem
 .PHONY: bench
 bench: redis
