@@ -73,18 +73,20 @@ func (c *Client) retryRelease(nd *node, req *request, ttl time.Duration, err err
 	}
 	q := &nd.retry
 	q.mu.Lock()
-	if len(q.items) >= maxRetries || (!q.running && !c.addBackground()) {
-		q.mu.Unlock()
+	defer q.mu.Unlock()
+	if len(q.items) >= maxRetries {
 		c.logDroppedRetry(nd, req)
 		return
 	}
-	q.items = append(q.items, it)
-	start := !q.running
-	q.running = true
-	q.mu.Unlock()
-	if start {
-		go c.retryLoop(nd)
+	if !q.running {
+		// The loop takes q.mu first, so it sees the item added below.
+		if !c.spawn(func() error { c.retryLoop(nd); return nil }, false) {
+			c.logDroppedRetry(nd, req) // after Close
+			return
+		}
+		q.running = true
 	}
+	q.items = append(q.items, it)
 }
 
 // forgetReleases drops the queued retries of token, before an
@@ -107,7 +109,6 @@ func (c *Client) forgetReleases(token string) {
 
 // retryLoop retries nd's queued releases until none is left.
 func (c *Client) retryLoop(nd *node) {
-	defer c.bg.Done()
 	q := &nd.retry
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -236,17 +237,24 @@ func (c *Client) pendingReleases() int {
 	return n
 }
 
-// addBackground counts a new background goroutine for Close to wait
-// for, unless Close was called: under bgMu, so that no Add races with
-// Close's Wait.
-func (c *Client) addBackground() bool {
-	c.bgMu.Lock()
-	defer c.bgMu.Unlock()
-	if c.isClosed() {
-		return false
+// spawn runs f on a goroutine of the client's group, which Close waits
+// for. After Close it runs f on a goroutine of its own when always is
+// set (the pipe leaders of the rounds still allowed: Extend, Unlock), and
+// not at all otherwise (retry loops), and reports whether it ran f. goMu
+// makes every g.Go happen before Close's Wait: a Wait does not race an
+// Add of the same group.
+func (c *Client) spawn(f func() error, always bool) bool {
+	c.goMu.RLock()
+	if !c.isClosed() {
+		c.g.Go(f)
+		c.goMu.RUnlock()
+		return true
 	}
-	c.bg.Add(1)
-	return true
+	c.goMu.RUnlock()
+	if always {
+		go func() { _ = f() }()
+	}
+	return always
 }
 
 // isClosed reports whether Close was called.
@@ -279,13 +287,25 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.flights.wait(ReleaseTimeout)
-	c.bgMu.Lock()
+	c.goMu.Lock()
 	c.closeOnce.Do(func() { close(c.closed) })
-	c.bgMu.Unlock()
-	// Bounded: a node whose go-redis client has no read timeout and does
-	// not honour context deadlines can hold a request forever. The retry
-	// loops' last attempts are bounded by retryFinalWait each.
-	waitTimeout(&c.bg, closeWait)
+	c.goMu.Unlock()
+	// Every goroutine of the group (pipe leaders, retry loops) was
+	// started before this Wait. Bounded: a node whose go-redis client
+	// has no read timeout and does not honour context deadlines can hold
+	// a request forever; the retry loops' last attempts are bounded by
+	// retryFinalWait each.
+	done := make(chan struct{})
+	go func() {
+		_ = c.g.Wait() // its goroutines return nil: failures are outcomes
+		close(done)
+	}()
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 	return nil
 }
 

@@ -9,17 +9,16 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/sync/errgroup"
 )
 
 // A node's requests go through its pipe. While a request (or a batch) is
 // in flight to a node, the requests that rounds hand to that node queue
 // up, and the next batch sends all of them in one go-redis pipeline: one
 // write and one read for the lot, on our side and on the server's. An
-// idle node gets a request at once, on a goroutine of the round's
-// errgroup, as before; under load the goroutine that runs a node's batch
-// (its leader) keeps going until the queue is empty, so queued requests
-// cost neither a goroutine nor a channel.
+// idle node gets a request at once, on a new goroutine of the client's
+// errgroup (Close waits for the group); under load the goroutine that
+// runs a node's batch (its leader) keeps going until the queue is empty,
+// so queued requests cost neither a goroutine nor a channel.
 //
 // A pipe also orders a node's requests: they are executed in the order
 // rounds handed them over, because a batch is sent only after the
@@ -46,11 +45,11 @@ type pipe struct {
 	spare []job // the previous batch's slice, for reuse
 }
 
-// submit hands j to nd: at once on a new goroutine of g when nd is idle,
-// else to the running leader's next batch. Rounds call it in node order
+// submit hands j to nd: at once on a new goroutine of the client's group
+// when nd is idle, else to the running leader's next batch. Rounds call it in node order
 // from their own goroutine, so a node sees a caller's requests in the
 // order the caller made them.
-func (c *Client) submit(g *errgroup.Group, nd *node, j job) {
+func (c *Client) submit(nd *node, j job) {
 	p := &nd.pipe
 	p.mu.Lock()
 	if p.busy {
@@ -68,10 +67,10 @@ func (c *Client) submit(g *errgroup.Group, nd *node, j job) {
 	}
 	p.busy = true
 	p.mu.Unlock()
-	g.Go(func() error {
+	c.spawn(func() error {
 		c.lead(nd, j)
 		return nil // a node's failure is an outcome, not a group error
-	})
+	}, true)
 }
 
 // lead runs j, then batches of queued jobs until none is left.

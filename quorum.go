@@ -5,8 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 )
 
 // A round sends one request to every node concurrently and decides as soon
@@ -53,7 +51,6 @@ type round struct {
 	origin  time.Time       // validity is measured from here (start, or the acquire's start)
 	parent  context.Context // the caller's; releases run detached from its cancellation
 	drift   float64         // the drift factor
-	g       errgroup.Group  // the node goroutines; not waited for
 
 	mu       sync.Mutex
 	res      []NodeResult // Status NodePending: no reply yet
@@ -200,10 +197,11 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 	// release), bounded by the go-redis client's own timeouts, so that a
 	// first contact that must dial (TLS, a slow network) completes for
 	// the next round's benefit, and a late reply is still handled:
-	// report releases a late grant of a lost acquisition. The group is
-	// deliberately not waited for.
+	// report releases a late grant of a lost acquisition. The requests
+	// run on the nodes' pipe leaders, goroutines of the client's group
+	// (Close waits for them): a round counts votes, not goroutines.
 	for i, nd := range c.nodes {
-		c.submit(&rd.g, nd, job{rd: rd, i: i, ctx: nodeCtx})
+		c.submit(nd, job{rd: rd, i: i, ctx: nodeCtx})
 	}
 
 	timer := getTimer(wait)

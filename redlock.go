@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 )
 
 // Client acquires locks held on a majority of its nodes. It is safe for
@@ -50,11 +51,14 @@ type Client struct {
 
 	hub hub // release subscriptions of waiting Lock calls (pubsub.go)
 
-	closed    chan struct{}  // closed by Close; nil for a zero Client
-	closeOnce sync.Once      // closes closed
-	flights   flights        // releases in flight (quorum.go), for Close
-	bgMu      sync.Mutex     // orders bg.Add with Close (cleanup.go)
-	bg        sync.WaitGroup // release retry loops (cleanup.go)
+	closed    chan struct{} // closed by Close; nil for a zero Client
+	closeOnce sync.Once     // closes closed
+	flights   flights       // releases in flight (quorum.go), for Close
+	// g runs the client's goroutines: the nodes' pipe leaders (pipe.go)
+	// and release retry loops (cleanup.go); Close waits for it. goMu
+	// orders g.Go with Close: see spawn.
+	g    errgroup.Group
+	goMu sync.RWMutex
 }
 
 // New returns a Client over nodes, which must be independent Redis
