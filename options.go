@@ -69,6 +69,15 @@ func (c *config) timeoutFor(ttl time.Duration) time.Duration {
 
 // Option configures a Client or MultiLock (given to New or NewMultiLock)
 // or a single call (given to TryLock, Lock and their variants).
+//
+// One rule for where an option may go: an option of the client as a
+// whole (WithKeyPrefix, WithRestartGuard) given to a call, and an option
+// of one call (WithToken) given to New, are refused with ErrInvalid; so
+// is an option that would change what a call means (WithFencing for the
+// lock family, WithToken for Lock). Options that only shape waiting
+// (WithRetryDelay, WithMaxTries, WithHandoff) are accepted by every call
+// and matter to those that wait (Lock, LockKeys, LockPath, RLock,
+// Acquire, Do); the hold limits matter once the lock is auto-extended.
 type Option func(*config)
 
 // WithDriftFactor sets the share of the TTL allowed for clock drift
