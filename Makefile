@@ -1,6 +1,20 @@
 GO ?= go
 
-.PHONY: redis test lint vet fmt-check
+.PHONY: help redis test lint vet fmt-check
+
+# `make` alone lists the targets; it installs and runs nothing.
+.DEFAULT_GOAL := help
+help:
+	@echo 'Targets (see the comment above each in the Makefile):'
+	@echo '  make demo       build bin/redlock and run the demo: 5 local nodes, a node killed mid-lock, report/demo/index.html'
+	@echo '  make test       vet, gofmt check, race tests of every module with the short chaos pass (several minutes)'
+	@echo '  make lint       go vet of every module and gofmt -l'
+	@echo '  make cli        build the CLI into bin/redlock'
+	@echo '  make bench      peer benchmarks (redsync, redislock) on 5 local nodes, bench/results/latest.json'
+	@echo '  make chaos      the long chaos suite, report/chaos/ (CHAOS_FLAGS=...)'
+	@echo '  make fuzz       every fuzz target for FUZZTIME (default 15s)'
+	@echo '  make soak       the soak and stress tests for SOAK (default 10m)'
+	@echo '  make redis      install redis-server if missing (apt-get); test, demo, bench, chaos, fuzz and soak do it first'
 
 # Make sure redis-server is available (installs it with apt-get if possible).
 redis:

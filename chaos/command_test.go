@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -159,5 +161,98 @@ func TestIsTerminalNotDevNull(t *testing.T) {
 	defer w.Close()
 	if chaos.IsTerminal(w) {
 		t.Errorf("want a pipe not a terminal")
+	}
+}
+
+// TestTimelineLegendCounts draws failed attempts of every reason and
+// checks that the legend of that history (TimelineLegendFor) gives, for
+// each kind of tick, the colour the timeline draws it in and the number
+// of such ticks in the picture, and that contention, outage and
+// violations have colours of their own: the demo drew contended attempts
+// made while a node was down in the red of the killed node and of
+// violations, under "unreachable".
+func TestTimelineLegendCounts(t *testing.T) {
+	att := func(client int, at time.Duration, reason string) chaos.Attempt {
+		return chaos.Attempt{Client: client, Key: "k", Start: at, OK: reason == "", Reason: reason}
+	}
+	h := chaos.History{
+		Sections: []chaos.Section{sec(0, "k", 0, 50*msec, 100*msec), sec(1, "k", 20*msec, 60*msec, 120*msec)},
+		Attempts: []chaos.Attempt{
+			att(0, 0, ""), att(1, 20*msec, ""),
+			att(2, 30*msec, "contended"), att(2, 31*msec, "contended+unreachable"), att(3, 32*msec, "contended+unreachable"),
+			att(2, 40*msec, "unreachable"),
+			att(3, 50*msec, "canceled"), att(3, 51*msec, "expired"), att(3, 52*msec, "error: boom"), att(3, 53*msec, "not obtained"),
+		},
+		Events: []chaos.Event{{At: 10 * msec, Node: 1, Kind: chaos.EventKill}, {At: 70 * msec, Node: 1, Kind: chaos.EventRestart}},
+		End:    150 * msec,
+	}
+	found := chaos.Check(h)
+	if len(found) == 0 {
+		t.Fatal("want the overlap found")
+	}
+	svg := chaos.TimelineSVG(h, chaos.TimelineOptions{Nodes: 2, Found: found, OneBased: true})
+	legend := chaos.TimelineLegendFor(h)
+
+	want := map[string]int{"contended": 3, "unreachable": 1, "other": 4}
+	if c := chaos.CountFailed(h); c.Contended != want["contended"] || c.Unreachable != want["unreachable"] || c.Other != want["other"] {
+		t.Errorf("CountFailed: want %v, got %+v", want, c)
+	}
+	colors := map[string]string{}
+	for kind, n := range want {
+		m := regexp.MustCompile(`<span class="tick-` + kind + `"><i class="sw" style="background:(#[0-9a-f]{6})"></i>[a-z ]+ <b>(\d+)</b></span>`).FindStringSubmatch(legend)
+		if m == nil {
+			t.Fatalf("want a legend entry for %s ticks with its colour and count, got:\n%s", kind, legend)
+		}
+		colors[kind] = m[1]
+		if got, _ := strconv.Atoi(m[2]); got != n {
+			t.Errorf("legend: want %d %s, got %d", n, kind, got)
+		}
+		if drawn := strings.Count(svg, `stroke="`+m[1]+`"/>`); drawn != n {
+			t.Errorf("timeline: want %d ticks in %s (%s, as the legend says), got %d", n, m[1], kind, drawn)
+		}
+	}
+
+	// The killed node's lane is in the outage colour, the one of the
+	// unreachable ticks, and the overlap's red is the violations' alone.
+	killed := regexp.MustCompile(`background:(#[0-9a-f]{6})"></i>killed`).FindStringSubmatch(legend)
+	overlap := regexp.MustCompile(`background:(#[0-9a-f]{6});opacity:.35"></i>overlap`).FindStringSubmatch(legend)
+	if killed == nil || overlap == nil {
+		t.Fatalf("want legend entries for killed and overlap, got:\n%s", legend)
+	}
+	if killed[1] != colors["unreachable"] {
+		t.Errorf("want killed (%s) in the colour of unreachable ticks (%s)", killed[1], colors["unreachable"])
+	}
+	if !strings.Contains(svg, `fill="`+killed[1]+`"><title>node 2 kill`) {
+		t.Errorf("want node 2's kill drawn in %s", killed[1])
+	}
+	if !strings.Contains(svg, `fill="`+overlap[1]+`" opacity="0.35"><title>overlap`) {
+		t.Errorf("want the overlap drawn in %s", overlap[1])
+	}
+	seen := map[string]string{}
+	for what, c := range map[string]string{"contended": colors["contended"], "outage": killed[1], "other errors": colors["other"], "violations": overlap[1]} {
+		if other, dup := seen[c]; dup {
+			t.Errorf("want distinct colours, got %s for both %s and %s", c, what, other)
+		}
+		seen[c] = what
+	}
+
+	// The legend without a history names the same colours, without counts.
+	if strings.Contains(chaos.TimelineLegend, "<b>0</b>") || !strings.Contains(chaos.TimelineLegend, colors["contended"]+`"></i>contended</span>`) {
+		t.Errorf("want TimelineLegend without counts, got:\n%s", chaos.TimelineLegend)
+	}
+}
+
+// TestListNumbersNodesFromOne: --list, like every message of the CLI,
+// numbers nodes from 1 (the first of five is node 1, the last node 5).
+func TestListNumbersNodesFromOne(t *testing.T) {
+	code, out, _ := command(t, "--list")
+	if code != 0 {
+		t.Fatalf("want exit 0, got %d", code)
+	}
+	if m := regexp.MustCompile(`\bnodes? 0\b|\bon 0,`).FindString(out); m != "" {
+		t.Errorf("want nodes numbered from 1, got %q in:\n%s", m, out)
+	}
+	if !strings.Contains(out, "A holds the key on nodes 1-3 (4 and 5 are taken") {
+		t.Errorf("want restart-no-guard's nodes numbered 1-5, got:\n%s", out)
 	}
 }

@@ -18,7 +18,7 @@ var ErrNoProxy = errors.New("chaos: cluster has no proxies")
 // Kill kills node i with SIGKILL (kill -9). It stays down until Restart.
 func (c *Cluster) Kill(i int) error {
 	if err := c.nodes[i].Kill(); err != nil {
-		return fmt.Errorf("chaos: kill node %d: %w", i, err)
+		return fmt.Errorf("chaos: kill node %d: %w", i+1, err)
 	}
 	c.rec.Event(i, EventKill, "kill -9")
 	return nil
@@ -28,7 +28,7 @@ func (c *Cluster) Kill(i int) error {
 // nothing until Resume.
 func (c *Cluster) Pause(i int) error {
 	if err := c.nodes[i].Pause(); err != nil {
-		return fmt.Errorf("chaos: pause node %d: %w", i, err)
+		return fmt.Errorf("chaos: pause node %d: %w", i+1, err)
 	}
 	c.rec.Event(i, EventPause, "SIGSTOP")
 	return nil
@@ -37,7 +37,7 @@ func (c *Cluster) Pause(i int) error {
 // Resume continues node i after Pause (SIGCONT).
 func (c *Cluster) Resume(i int) error {
 	if err := c.nodes[i].Resume(); err != nil {
-		return fmt.Errorf("chaos: resume node %d: %w", i, err)
+		return fmt.Errorf("chaos: resume node %d: %w", i+1, err)
 	}
 	c.rec.Event(i, EventResume, "SIGCONT")
 	return nil
@@ -48,7 +48,7 @@ func (c *Cluster) Resume(i int) error {
 // case the node replays its append-only file.
 func (c *Cluster) Restart(i int) error {
 	if err := c.nodes[i].Restart(); err != nil {
-		return fmt.Errorf("chaos: restart node %d: %w", i, err)
+		return fmt.Errorf("chaos: restart node %d: %w", i+1, err)
 	}
 	detail := "memory lost"
 	if c.opts.AppendOnly {

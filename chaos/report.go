@@ -44,7 +44,7 @@ func writeReport(dir string, results []Result, docs map[string]string, now time.
 			Result: r, Doc: docs[r.Scenario],
 			P50: usString(r.P50AcquireUS), P99: usString(r.P99AcquireUS), Seconds: fmt.Sprintf("%.1fs", r.Seconds),
 			// Written with html/template, which escapes what it quotes.
-			SVG: template.HTML(Timeline(r, r.Nodes)),
+			SVG: template.HTML(TimelineSVG(r.History, TimelineOptions{Nodes: r.Nodes, Found: r.Found, OneBased: true})),
 		})
 	}
 	var b strings.Builder
@@ -112,14 +112,36 @@ section{margin:28px 0}.doc{color:#555;max-width:1100px}.legend span{display:inli
 .sw{display:inline-block;width:14px;height:10px;margin-right:4px;vertical-align:middle}code{background:#f3f3f3}
 `
 
-// TimelineLegend is an HTML paragraph that explains the colors and marks
-// of TimelineSVG, for a page written with WritePage.
-const TimelineLegend = `<p class="legend"><b>Timeline:</b> time runs left to right on one monotonic clock.
-Node lanes: <span><i class="sw" style="background:#d62728"></i>killed</span><span><i class="sw" style="background:#ff7f0e"></i>paused</span>
+// TimelineLegend is an HTML paragraph that explains the colours and marks
+// of TimelineSVG, for a page written with WritePage. Red marks
+// violations only; brown an outage (a killed node, and attempts that
+// failed because nodes were unreachable); grey contention.
+// TimelineLegendFor adds the counts of one history's failed attempts.
+var TimelineLegend = timelineLegend(nil)
+
+// TimelineLegendFor is TimelineLegend with the number of h's failed
+// attempts of each colour (CountFailed), for a page that draws h alone,
+// as `redlock demo` does.
+func TimelineLegendFor(h History) string {
+	c := CountFailed(h)
+	return timelineLegend(&c)
+}
+
+// timelineLegend writes the legend, with the counts c when not nil.
+func timelineLegend(c *FailedCounts) string {
+	var contended, unreachable, other string
+	if c != nil { // numbers: nothing to escape
+		contended, unreachable, other = fmt.Sprintf(" <b>%d</b>", c.Contended), fmt.Sprintf(" <b>%d</b>", c.Unreachable), fmt.Sprintf(" <b>%d</b>", c.Other)
+	}
+	return `<p class="legend"><b>Timeline:</b> time runs left to right on one monotonic clock.
+Node lanes: <span><i class="sw" style="background:` + colorOutage + `"></i>killed</span><span><i class="sw" style="background:#ff7f0e"></i>paused</span>
 <span><i class="sw" style="background:#e6c300"></i>slow</span><span><i class="sw" style="background:#9467bd"></i>partitioned</span>
 <span><i class="sw" style="background:#17becf"></i>clock skewed</span>; dashed lines mark each fault.
-Key lanes: one bar per holder's safe window [acquired, min(released, deadline)], colored by client, stacked when two overlap;
-<span><i class="sw" style="background:#d62728;opacity:.35"></i>overlap (violation)</span>; a dotted tail is a holder acting past its deadline;
-ticks below: failed attempts (<span style="color:#e15759">unreachable</span>, <span style="color:#999">contended</span>);
-triangles: fenced writes (<span style="color:#2ca02c">accepted</span>, <span style="color:#555">rejected</span>, <span style="color:#d62728">stale but accepted</span>).
+Key lanes: one bar per holder's safe window [acquired, min(released, deadline)], coloured by client, stacked when two overlap;
+<span><i class="sw" style="background:` + colorViolation + `;opacity:.35"></i>overlap (violation)</span>; a dotted tail is a holder acting past its deadline;
+ticks below: failed attempts (<span class="tick-contended"><i class="sw" style="background:` + colorContended + `"></i>contended` + contended + `</span>: held by another, even if a node was down;
+<span class="tick-unreachable"><i class="sw" style="background:` + colorOutage + `"></i>unreachable` + unreachable + `</span>: too few nodes answered;
+<span class="tick-other"><i class="sw" style="background:` + colorOtherFail + `"></i>other errors` + other + `</span>);
+triangles: fenced writes (<span style="color:#2ca02c">accepted</span>, <span style="color:#555">rejected</span>, <span style="color:` + colorViolation + `">stale but accepted</span>).
 Hover for details.</p>`
+}

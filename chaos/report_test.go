@@ -91,7 +91,7 @@ func TestReportEscapesHistory(t *testing.T) {
 		`<p class="doc">Doc: ` + escScript + " " + escQuotes + " Expect:", // the doc
 		`<li class="fail">` + escScript + `</li>`,                         // a failure
 		`<li><code>` + escQuotes + `</code></li>`,                         // an example
-		"<svg", "<title>node 0 pause " + escScript, // the timeline, embedded as is
+		"<svg", "<title>node 1 pause " + escScript, // the timeline, embedded as is, nodes numbered from 1
 		"<h2>" + escScript + escQuotes + ` <span class="pass">pass</span></h2>`, // the name
 		TimelineLegend, "<style>\nbody{font:14px sans-serif;", // the legend and style, not escaped
 	} {

@@ -19,7 +19,7 @@ func Scenarios() []Scenario {
 		{Name: "pause", Expect: ExpectSafe, run: pause,
 			Doc: "Mid-lock, SIGSTOP two of five nodes for a while, then SIGCONT; repeat. Attempts stay bounded by the per-node timeout. 0 violations."},
 		{Name: "restart-no-guard", Expect: ExpectViolations, run: restart(false),
-			Doc: "A holds the key on nodes 0-2 (3 and 4 are taken by a short-lived foreign key); node 0 restarts at once with its memory lost; B then wins on 0, 3 and 4 while A's lock is still valid. Redlock without delayed restarts or persistence is unsafe: violations are expected."},
+			Doc: "A holds the key on nodes 1-3 (4 and 5 are taken by a short-lived foreign key); node 1 restarts at once with its memory lost; B then wins on 1, 4 and 5 while A's lock is still valid. Redlock without delayed restarts or persistence is unsafe: violations are expected."},
 		{Name: "restart-guard", Expect: ExpectSafe, run: restart(true),
 			Doc: "As restart-no-guard, but both clients use WithRestartGuard: the restarted node's vote must be refused until the guard has passed, so B waits for A's lock to expire. The restart is timed for the worst case of INFO's whole-second uptime_in_seconds (the node starts late in a wall-clock second). 0 violations."},
 		{Name: "restart-aof", Expect: ExpectSafe, cluster: ClusterOptions{AppendOnly: true}, run: restart(false),

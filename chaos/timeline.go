@@ -26,10 +26,69 @@ const (
 // clientColors stay clear of the fault colors and of the red of overlaps.
 var clientColors = []string{"#4e79a7", "#59a14f", "#b07aa1", "#76b7b2", "#9c755f", "#1f4e79", "#8c8c3c", "#bab0ac"}
 
+// Colours with one meaning each, shared by the timeline and its legend
+// (TimelineLegend): red is for violations only, brown for an outage (a
+// killed node, and the attempts that failed because nodes were
+// unreachable), grey for contention.
+const (
+	colorViolation = "#d62728" // overlaps, a violating hold's outline, a stale write accepted
+	colorOutage    = "#8c564b" // a killed node; attempts failed for unreachable nodes
+	colorContended = "#bbbbbb" // attempts that found the lock held by another
+	colorOtherFail = "#111111" // attempts that failed otherwise (cancelled, expired, an error)
+)
+
 // stateColors are the fills of node states in the node lanes.
 var stateColors = map[EventKind]string{
-	EventKill: "#d62728", EventPause: "#ff7f0e", EventSlow: "#e6c300",
+	EventKill: colorOutage, EventPause: "#ff7f0e", EventSlow: "#e6c300",
 	EventPartition: "#9467bd", EventSkew: "#17becf",
+}
+
+// FailedCounts counts a history's failed attempts by the tick TimelineSVG
+// draws for each, so that a legend or a summary can give the same
+// figures as the picture.
+type FailedCounts struct {
+	// Contended found the lock held by another holder (Reason
+	// "contended", or "contended+unreachable": redlock.ErrContended,
+	// whether or not some node was unreachable too). Grey ticks.
+	Contended int
+	// Unreachable failed because too few nodes answered, and none was
+	// held by another (Reason "unreachable"). Brown ticks, the colour of
+	// a killed node.
+	Unreachable int
+	// Other failed for any other reason: cancelled, expired, an error.
+	// Black ticks.
+	Other int
+}
+
+// CountFailed counts h's failed attempts as TimelineSVG draws them.
+func CountFailed(h History) FailedCounts {
+	var c FailedCounts
+	for _, a := range h.Attempts {
+		if a.OK {
+			continue
+		}
+		switch failColor(a.Reason) {
+		case colorContended:
+			c.Contended++
+		case colorOutage:
+			c.Unreachable++
+		default:
+			c.Other++
+		}
+	}
+	return c
+}
+
+// failColor is the colour of a failed attempt's tick, by its Reason (see
+// reasonOf and FailedCounts).
+func failColor(reason string) string {
+	switch reason {
+	case "contended", "contended+unreachable":
+		return colorContended
+	case "unreachable":
+		return colorOutage
+	}
+	return colorOtherFail
 }
 
 // stateEnds pairs each state-opening event with the events that close it.
@@ -139,13 +198,13 @@ var timelineTmpl = template.Must(template.New("timeline").Funcs(template.FuncMap
 	<rect x="{{f1 .Lane.X}}" y="{{f1 .Lane.Y}}" width="{{f1 .Lane.W}}" height="{{f1 .Lane.H}}" fill="#f7f7f7"/>
 	{{range .Holds}}
 		<rect x="{{f1 .X}}" y="{{f1 .Y}}" width="{{f1 .W}}" height="{{f1 .H}}" fill="{{.Fill}}"
-		{{- if .Bad}} stroke="#d62728" stroke-width="2"{{end}}><title>{{.Title}}</title></rect>
+		{{- if .Bad}} stroke="` + colorViolation + `" stroke-width="2"{{end}}><title>{{.Title}}</title></rect>
 		{{with .Tail}}
 			<line x1="{{f1 .X1}}" y1="{{f1 .Y1}}" x2="{{f1 .X2}}" y2="{{f1 .Y2}}" stroke="{{.Stroke}}" stroke-dasharray="2,2"/>
 		{{end}}
 	{{end}}
 	{{range .Overlaps}}
-		<rect x="{{f1 .X}}" y="{{f1 .Y}}" width="{{f1 .W}}" height="{{f1 .H}}" fill="#d62728" opacity="0.35"><title>{{.Title}}</title></rect>
+		<rect x="{{f1 .X}}" y="{{f1 .Y}}" width="{{f1 .W}}" height="{{f1 .H}}" fill="` + colorViolation + `" opacity="0.35"><title>{{.Title}}</title></rect>
 	{{end}}
 	{{range .Failed}}
 		<line x1="{{f1 .X1}}" y1="{{f1 .Y1}}" x2="{{f1 .X2}}" y2="{{f1 .Y2}}" stroke="{{.Stroke}}"/>
@@ -338,11 +397,7 @@ func timelineView(h History, o TimelineOptions) tlView {
 		ty := y + laneH - 5
 		for _, a := range h.Attempts {
 			if a.Key == k && !a.OK {
-				c := "#bbbbbb"
-				if strings.Contains(a.Reason, "unreachable") {
-					c = "#e15759"
-				}
-				lane.Failed = append(lane.Failed, tlLine{X1: x(a.Start), Y1: ty, X2: x(a.Start), Y2: ty + 4, Stroke: c})
+				lane.Failed = append(lane.Failed, tlLine{X1: x(a.Start), Y1: ty, X2: x(a.Start), Y2: ty + 4, Stroke: failColor(a.Reason)})
 			}
 		}
 		for i, w := range h.Writes {
@@ -352,7 +407,7 @@ func timelineView(h History, o TimelineOptions) tlView {
 			c, what := "#2ca02c", "accepted"
 			switch {
 			case badWrite[i]:
-				c, what = "#d62728", "accepted although stale"
+				c, what = colorViolation, "accepted although stale"
 			case !w.Accepted:
 				c, what = "#555555", "rejected"
 			}

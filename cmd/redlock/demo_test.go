@@ -54,4 +54,22 @@ func TestDemo(t *testing.T) {
 	if strings.Contains(string(b), ">node 0</text>") {
 		t.Errorf("report: want nodes numbered from 1, got a lane for node 0")
 	}
+
+	// The legend counts the timeline's ticks as the summary counts the
+	// attempts: contended ones (grey, even while node 3 was down) as
+	// "contended", the others as "errors".
+	legend := func(kind string) int {
+		m := regexp.MustCompile(`class="tick-` + kind + `">.*?<b>(\d+)</b>`).FindStringSubmatch(string(b))
+		if m == nil {
+			t.Fatalf("report: want a count of %s ticks in the legend", kind)
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	if got, want := legend("contended"), count("contended"); got != want {
+		t.Errorf("report: want the legend's contended ticks to be the summary's contended attempts, %d, got %d", want, got)
+	}
+	if got, want := legend("unreachable")+legend("other"), count("errors"); got != want {
+		t.Errorf("report: want the legend's unreachable and other ticks to add up to the summary's errors, %d, got %d", want, got)
+	}
 }

@@ -21,6 +21,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -86,12 +88,15 @@ func run(ctx context.Context, args []string, env func(string) string, stdout, st
 		return cmdChaos(ctx, rest, stdout, stderr)
 	case superviseCmd: // hidden: see supervise_unix.go
 		return cmdSupervise(rest, stderr)
-	case "version", "--version", "-version":
+	case "version":
+		return cmdVersion(rest, stdout, stderr)
+	case "--version", "-version":
 		fmt.Fprintln(stdout, version())
 		return exitOK
 	case "help", "-h", "--help", "-help":
-		if len(rest) > 0 && rest[0] != "help" {
-			// Each command prints its own usage for -h.
+		if len(rest) > 0 && !isHelp(rest[0]) {
+			// Each command prints its own usage for -h: `redlock help
+			// run` is `redlock run -h`, on stdout.
 			return run(ctx, []string{rest[0], "-h"}, env, stdout, stdout)
 		}
 		fmt.Fprint(stdout, usage+exitCodesHelp)
@@ -99,6 +104,42 @@ func run(ctx context.Context, args []string, env func(string) string, stdout, st
 	}
 	fmt.Fprintf(stderr, "redlock: unknown command %q\nRun 'redlock help' for usage.\n", cmd)
 	return exitUsage
+}
+
+// isHelp reports whether arg asks for the general help: `redlock help
+// help` and `redlock help --help` print it rather than recurse.
+func isHelp(arg string) bool {
+	switch arg {
+	case "help", "-h", "--help", "-help":
+		return true
+	}
+	return false
+}
+
+const versionUsage = `Usage: redlock version
+
+Prints redlock's version: the module version, the VCS revision (when the
+binary was built from a repository), the Go version, and the OS and
+architecture. 'redlock --version' prints the same.
+`
+
+// cmdVersion implements `redlock version`: -h prints its usage, as for
+// every other command, rather than the version.
+func cmdVersion(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("redlock version")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			printUsage(fs, versionUsage)
+			return exitOK
+		}
+		return usageExit(usagef("%v", err), "redlock version", stderr)
+	}
+	if fs.NArg() > 0 {
+		return usageExit(usagef("unexpected argument %q", fs.Arg(0)), "redlock version", stderr)
+	}
+	fmt.Fprintln(stdout, version())
+	return exitOK
 }
 
 // version describes the build: module version and VCS revision when known.

@@ -21,7 +21,7 @@ The demo kills node {{.Victim}} while the lock is held, then restarts it: see Fa
 <tr><th>hand-offs</th><td>{{.Handoffs}}</td></tr>
 <tr><th>extensions</th><td>{{.Extended}}</td></tr>
 <tr><th>contended attempts</th><td>{{.Contended}}</td></tr>
-<tr><th>errors</th><td>{{.Failed}}</td></tr>
+<tr><th>errors</th><td>{{.Failed}} ({{.Ticks.Unreachable}} with nodes unreachable, {{.Ticks.Other}} other)</td></tr>
 <tr><th>locks lost</th><td>{{.Lost}}</td></tr>
 <tr><th>violations</th><td class="{{if .Violations}}fail{{else}}pass{{end}}">{{.Violations}}</td></tr>
 </table>
@@ -46,14 +46,19 @@ func (d *demoRun) writeReport(dir string, h chaos.History, vs []chaos.Violation,
 		Elapsed                                               time.Duration
 		Nodes, Events, Overlaps                               []string
 		Acquired, Handoffs, Extended, Contended, Failed, Lost int64
+		Ticks                                                 chaos.FailedCounts
 		Legend, SVG                                           template.HTML
 	}{
 		Workers: workers, Quorum: len(nodes)/2 + 1, Victim: demoVictim + 1, Violations: len(vs),
 		Key: demoKey, Elapsed: h.End.Round(10 * time.Millisecond), Nodes: nodes,
 		Acquired: d.acquired.Load(), Handoffs: int64(d.handoffs()), Extended: d.extended.Load(),
 		Contended: d.contended.Load(), Failed: d.failed.Load(), Lost: d.lost.Load(),
+		// The figures of the legend and of the table above come from the
+		// same history: CountFailed counts the ticks as the timeline
+		// draws them, and the workers record each attempt they count.
+		Ticks: chaos.CountFailed(h),
 		// Both come from package chaos, which escapes what they quote.
-		Legend: template.HTML(chaos.TimelineLegend),
+		Legend: template.HTML(chaos.TimelineLegendFor(h)),
 		SVG:    template.HTML(chaos.TimelineSVG(h, chaos.TimelineOptions{Nodes: len(nodes), Found: vs, OneBased: true})),
 	}
 	for _, e := range h.Events {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -37,6 +38,7 @@ type nodeStatus struct {
 	token string        // "" when the key is absent
 	pttl  time.Duration // -2: no key, -1: no expiry
 	fence string        // "" when absent
+	runID string        // the server's run_id (INFO server), "" when unknown
 }
 
 // cmdStatus implements `redlock status`.
@@ -82,11 +84,14 @@ func cmdStatus(ctx context.Context, args []string, env func(string) string, stdo
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res[i] = probeNode(ctx, clients[i], stored, timeout)
+			res[i] = probeNode(ctx, clients[i], stored, timeout, specs[i].cluster == nil)
 			res[i].url = specs[i].url
 		}()
 	}
 	wg.Wait()
+	if err := sameServer(specs, res); err != nil {
+		return usageExit(err, "redlock status", stderr)
+	}
 	printStatus(stdout, key, res)
 	for _, r := range res {
 		if r.err != nil {
@@ -97,18 +102,23 @@ func cmdStatus(ctx context.Context, args []string, env func(string) string, stdo
 }
 
 // probeNode reads the key, its PTTL and its fence counter from one node,
-// bounded by timeout even if the client ignores context deadlines.
-func probeNode(ctx context.Context, c redis.UniversalClient, key string, timeout time.Duration) nodeStatus {
+// and, when identify is set, its run_id, bounded by timeout even if the
+// client ignores context deadlines.
+func probeNode(ctx context.Context, c redis.UniversalClient, key string, timeout time.Duration, identify bool) nodeStatus {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	out := make(chan nodeStatus, 1)
 	go func() {
 		var get, fence *redis.StringCmd
 		var pttl *redis.DurationCmd
+		var info *redis.StringCmd
 		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			get = p.Get(ctx, key)
 			pttl = p.PTTL(ctx, key)
 			fence = p.Get(ctx, redlock.FenceKey(key))
+			if identify {
+				info = p.Info(ctx, "server")
+			}
 			return nil
 		})
 		var s nodeStatus
@@ -118,6 +128,9 @@ func probeNode(ctx context.Context, c redis.UniversalClient, key string, timeout
 			return
 		}
 		s.token, s.pttl, s.fence = value(get), pttl.Val(), value(fence)
+		if info != nil && info.Err() == nil { // an ACL may refuse INFO: then unknown
+			s.runID = infoField(info.Val(), "run_id")
+		}
 		out <- s
 	}()
 	select {
@@ -126,6 +139,37 @@ func probeNode(ctx context.Context, c redis.UniversalClient, key string, timeout
 	case <-ctx.Done():
 		return nodeStatus{err: fmt.Errorf("no answer within %v", timeout)}
 	}
+}
+
+// sameServer returns a usage error when two nodes answered with one
+// run_id: one server given under two names (redis://127.0.0.1:P and
+// redis://localhost:P), which parseNodes cannot tell from the URLs. The
+// library refuses such nodes the same way (redlock.ErrDuplicateNode);
+// status would count the server's key twice towards a quorum. A Redis
+// Cluster node is not identified: its shards have run_ids of their own.
+func sameServer(specs []nodeSpec, res []nodeStatus) error {
+	seen := make(map[string]int, len(res))
+	for i, r := range res {
+		if r.runID == "" {
+			continue
+		}
+		if j, dup := seen[r.runID]; dup {
+			return usagef("node %d %q is node %d %q again (the same server, run_id %s): each node must be a distinct Redis master",
+				i+1, specs[i].url, j+1, specs[j].url, r.runID)
+		}
+		seen[r.runID] = i
+	}
+	return nil
+}
+
+// infoField returns the value of field in an INFO reply, or "".
+func infoField(info, field string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 // value returns a GET's value, "" for a missing key, and "?" for a key that

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -78,5 +79,31 @@ func TestStatus(t *testing.T) {
 	}
 	if !strings.Contains(r.stdout, "2 of 3 nodes reachable") || !strings.Contains(r.stdout, "held by "+prefix+" on 2 of 3") {
 		t.Errorf("node down: want the holder still on a quorum, got:\n%s", r.stdout)
+	}
+}
+
+// One server given under two names (127.0.0.1 and localhost) is one node
+// twice: the URLs differ, so status tells them apart by the run_id in
+// INFO server, as the library does, and refuses them with a usage error
+// naming both, numbered from 1, before it prints a table that would count
+// the server's key twice.
+func TestStatusSameServerTwice(t *testing.T) {
+	nodes, _, urls := cluster(t, 2)
+	alias := fmt.Sprintf("redis://localhost:%d", nodes[0].Port())
+	r := cli(t, nil, "status", "--nodes", urls+","+alias, "--key", testKey(t))
+	if r.code != exitUsage {
+		t.Fatalf("want exit %d, got %d:\n%s%s", exitUsage, r.code, r.stdout, r.stderr)
+	}
+	want := fmt.Sprintf(`redlock status: node 3 %q is node 1 %q again (the same server, run_id `, alias, "redis://"+nodes[0].Addr())
+	if !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "Run 'redlock status -h' for usage.") {
+		t.Errorf("want stderr containing %q and the usage hint, got:\n%s", want, r.stderr)
+	}
+	if r.stdout != "" {
+		t.Errorf("want no table, got:\n%s", r.stdout)
+	}
+
+	// The two distinct servers alone are accepted.
+	if r := cli(t, nil, "status", "--nodes", urls, "--key", testKey(t)); r.code != exitOK {
+		t.Errorf("distinct nodes: want exit 0, got %d:\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }

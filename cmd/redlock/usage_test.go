@@ -90,3 +90,38 @@ func TestHelpAndVersion(t *testing.T) {
 		t.Errorf("version: want exit 0 and a version, got %d: %q", r.code, r.stdout)
 	}
 }
+
+// Every command answers -h, --help and `redlock help CMD` alike: exit 0
+// and its own usage (on stderr for the flags, on stdout for help), never
+// what the command does. `redlock version --help` printed the version.
+func TestEveryCommandHelp(t *testing.T) {
+	for _, cmd := range []string{"run", "status", "demo", "chaos", "version"} {
+		for _, args := range [][]string{{cmd, "-h"}, {cmd, "--help"}, {cmd, "-help"}, {"help", cmd}} {
+			r := cli(t, nil, args...)
+			out := r.stderr
+			if args[0] == "help" {
+				out = r.stdout
+			}
+			if r.code != exitOK || !strings.HasPrefix(out, "Usage: redlock "+cmd) {
+				t.Errorf("redlock %s: want exit 0 and the usage of %s, got %d:\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), cmd, r.code, r.stdout, r.stderr)
+			}
+			if strings.Contains(r.stdout+r.stderr, version()) {
+				t.Errorf("redlock %s: want the usage, got the version:\n%s%s", strings.Join(args, " "), r.stdout, r.stderr)
+			}
+		}
+	}
+	// help asked about itself prints the general help, once.
+	for _, args := range [][]string{{"help", "help"}, {"help", "--help"}, {"help", "-h"}, {"--help"}, {"-h"}} {
+		r := cli(t, nil, args...)
+		if r.code != exitOK || !strings.HasPrefix(r.stdout, "Usage: redlock <command>") || strings.Count(r.stdout, "Usage:") != 1 {
+			t.Errorf("redlock %s: want exit 0 and the general help, got %d:\n%s%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+		}
+	}
+	// version takes no argument; --version is the version.
+	if r := cli(t, nil, "version", "extra"); r.code != exitUsage || !strings.Contains(r.stderr, `redlock version: unexpected argument "extra"`) {
+		t.Errorf("version extra: want exit %d and the argument named, got %d: %s", exitUsage, r.code, r.stderr)
+	}
+	if r := cli(t, nil, "--version"); r.code != exitOK || r.stdout != version()+"\n" {
+		t.Errorf("--version: want exit 0 and %q, got %d: %q", version(), r.code, r.stdout)
+	}
+}

@@ -124,7 +124,7 @@ func (r *runner) holders(ctx context.Context) (map[string]int, int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res[i] = probeNode(ctx, c, r.stored, r.probe)
+			res[i] = probeNode(ctx, c, r.stored, r.probe, false) // the library has identified the nodes
 		}()
 	}
 	wg.Wait()
