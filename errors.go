@@ -61,6 +61,28 @@ var (
 	ErrClosed = fmt.Errorf("%w: client closed", ErrInvalid)
 )
 
+// causeError is an error with one message that matches several errors:
+// its cause is said once, at the front ("redlock: duplicate node: ..."),
+// rather than stacked ("redlock: invalid argument: redlock: duplicate
+// node: ..."), and errors.Is still sees every sentinel in errs.
+type causeError struct {
+	msg  string
+	errs []error
+}
+
+func (e *causeError) Error() string   { return e.msg }
+func (e *causeError) Unwrap() []error { return e.errs }
+
+// causef returns a causeError saying "redlock: " + the formatted text,
+// matching errs.
+func causef(errs []error, format string, args ...any) error {
+	return &causeError{msg: "redlock: " + fmt.Sprintf(format, args...), errs: errs}
+}
+
+// bare returns err's message without the library's "redlock: " prefix,
+// for a message that already begins with it.
+func bare(err error) string { return strings.TrimPrefix(err.Error(), "redlock: ") }
+
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
 }
@@ -158,7 +180,7 @@ func (e *QuorumError) Error() string {
 		b.WriteString(": ")
 		b.WriteString(strings.TrimPrefix(r.Error(), "redlock: "))
 	}
-	fmt.Fprintf(&b, " (%d of %d needed", e.OK, e.Quorum)
+	fmt.Fprintf(&b, " (%d votes, %d needed", e.OK, e.Quorum)
 	for _, n := range e.Nodes {
 		b.WriteString("; ")
 		b.WriteString(n.String())

@@ -60,7 +60,7 @@ func newNodes(clients []redis.UniversalClient) ([]*node, error) {
 		}
 		for j := 0; j < i; j++ {
 			if sameClient(c, clients[j]) {
-				return nil, fmt.Errorf("%w: %w: nodes %d and %d are the same client", ErrInvalid, ErrDuplicateNode, j+1, i+1)
+				return nil, causef([]error{ErrInvalid, ErrDuplicateNode}, "duplicate node: nodes %d and %d are the same client", j+1, i+1)
 			}
 		}
 		// A Sentinel-managed client (NewFailoverClient) has a placeholder
@@ -69,7 +69,7 @@ func newNodes(clients []redis.UniversalClient) ([]*node, error) {
 			o := rc.Options()
 			id := fmt.Sprintf("%s/%d", o.Addr, o.DB)
 			if j, dup := seen[id]; dup {
-				return nil, fmt.Errorf("%w: %w: nodes %d and %d both address %s", ErrInvalid, ErrDuplicateNode, j+1, i+1, id)
+				return nil, causef([]error{ErrInvalid, ErrDuplicateNode}, "duplicate node: nodes %d and %d both address %s", j+1, i+1, id)
 			}
 			seen[id] = i
 		}
@@ -114,7 +114,7 @@ func (c *Client) identified(n *node, info string, err error) error {
 	if id != "" {
 		for _, o := range c.nodes {
 			if o != n && o.identified.Load() && o.runID == id {
-				err := fmt.Errorf("%w: %w: nodes %d and %d are the same server (run_id %s)", ErrInvalid, ErrDuplicateNode, o.idx+1, n.idx+1, id)
+				err := causef([]error{ErrInvalid, ErrDuplicateNode}, "duplicate node: nodes %d and %d are the same server (run_id %s)", o.idx+1, n.idx+1, id)
 				if c.dupErr.CompareAndSwap(nil, &err) {
 					c.logDuplicate(err)
 				}

@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -12,7 +11,7 @@ var (
 	// longer be proven held: its validity ran out before an extension
 	// reached a quorum, or an extension found the key gone or taken on
 	// too many nodes. It matches ErrNotHeld.
-	ErrLockLost = fmt.Errorf("redlock: lock lost: %w", ErrNotHeld)
+	ErrLockLost error = &causeError{msg: "redlock: lock lost", errs: []error{ErrNotHeld}}
 
 	// ErrReleased is what Lock.Err returns after Unlock; Extend's error
 	// after Unlock matches it too.
@@ -37,6 +36,10 @@ type watch struct {
 
 	stop    chan struct{} // closed to stop the extender
 	stopped chan struct{} // closed when the extender has returned
+
+	// lastErr is the last failed extension's error: the reason given
+	// should the lock then be lost. Guarded by l.mu.
+	lastErr error
 
 	// onEnd, when set, is called with the end's error as Done closes,
 	// under l.mu and on the goroutine that ends the watch: Do cancels
@@ -91,9 +94,11 @@ func (l *Lock) armLocked() {
 	d := time.Until(l.deadline) - l.lossMarginLocked()
 	switch {
 	case d <= 0 && w.limit:
-		l.finishLocked(errors.Join(ErrLockLost, ErrHoldLimit))
+		l.finishLocked(causef([]error{ErrLockLost, ErrHoldLimit}, "lock lost: hold limit reached (WithMaxExtensions or WithMaxHold): no more extensions"))
+	case d <= 0 && w.lastErr != nil:
+		l.finishLocked(causef([]error{ErrLockLost, w.lastErr}, "lock lost: validity ran out before an extension reached a quorum (last: %s)", bare(w.lastErr)))
 	case d <= 0:
-		l.finishLocked(ErrLockLost)
+		l.finishLocked(causef([]error{ErrLockLost}, "lock lost: validity ran out before an extension reached a quorum"))
 	case w.timer == nil:
 		w.timer = time.AfterFunc(d, l.checkExpiry)
 	default:
@@ -242,10 +247,13 @@ func (l *Lock) extender(ctx context.Context, w *watch) {
 			return
 		case definitelyLost(err):
 			l.mu.Lock()
-			l.finishLocked(fmt.Errorf("%w: %w", ErrLockLost, err))
+			l.finishLocked(causef([]error{ErrLockLost, err}, "lock lost: %s", bare(err)))
 			l.mu.Unlock()
 			return
 		default: // unreachable nodes: try again while validity lasts
+			l.mu.Lock()
+			w.lastErr = err // the reason, should the lock be lost
+			l.mu.Unlock()
 			timer.Reset(jitter(retry))
 		}
 	}
@@ -342,7 +350,10 @@ func (l *Lock) do(ctx context.Context, fn func(ctx context.Context) error) error
 	l.mu.Unlock()
 	ferr := fn(fctx)
 	if lost := l.Err(); lost != nil && errors.Is(lost, ErrLockLost) {
-		return errors.Join(lost, ferr)
+		if ferr == nil {
+			return lost
+		}
+		return &causeError{msg: lost.Error() + "; fn: " + ferr.Error(), errs: []error{lost, ferr}}
 	}
 	return ferr
 }
