@@ -59,7 +59,9 @@ const (
 // Releases of a closed go-redis client, and every release after Close,
 // are dropped: the keys expire with their TTL.
 func (c *Client) retryRelease(nd *node, req *request, ttl time.Duration, err error, recheck time.Duration) {
-	if errors.Is(err, redis.ErrClosed) {
+	if errors.Is(err, redis.ErrClosed) || req.userToken {
+		// A token given with WithToken may be reused by a later lock,
+		// which a retry sent after it would delete: not retried.
 		return
 	}
 	now := time.Now()
@@ -87,24 +89,6 @@ func (c *Client) retryRelease(nd *node, req *request, ttl time.Duration, err err
 		q.running = true
 	}
 	q.items = append(q.items, it)
-}
-
-// forgetReleases drops the queued retries of token, before an
-// acquisition with the same token (WithToken) sets it again.
-func (c *Client) forgetReleases(token string) {
-	for _, nd := range c.nodes {
-		q := &nd.retry
-		q.mu.Lock()
-		kept := q.items[:0]
-		for _, it := range q.items {
-			if it.req.token != token {
-				kept = append(kept, it)
-			}
-		}
-		clear(q.items[len(kept):])
-		q.items = kept
-		q.mu.Unlock()
-	}
 }
 
 // retryLoop retries nd's queued releases until none is left.

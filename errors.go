@@ -172,6 +172,9 @@ type QuorumError struct {
 
 // Error describes the failure and every node's outcome on one line.
 func (e *QuorumError) Error() string {
+	if e == nil {
+		return "redlock: <nil QuorumError>"
+	}
 	var b strings.Builder
 	b.WriteString("redlock: ")
 	b.WriteString(string(e.Op))
@@ -190,10 +193,18 @@ func (e *QuorumError) Error() string {
 }
 
 // Unwrap returns the sentinels and the context error this error matches.
-func (e *QuorumError) Unwrap() []error { return e.reasons }
+func (e *QuorumError) Unwrap() []error {
+	if e == nil {
+		return nil
+	}
+	return e.reasons
+}
 
 // Failed returns the results of the nodes whose request failed.
 func (e *QuorumError) Failed() []NodeResult {
+	if e == nil {
+		return nil
+	}
 	var out []NodeResult
 	for _, n := range e.Nodes {
 		if n.Status == NodeFailed {

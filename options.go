@@ -166,9 +166,14 @@ const MinTokenLen = 16
 // ErrInvalid, and must not begin with "redlock:" (the library's own
 // values), else ErrInvalid. Lock and New reject it (ErrInvalid): retries,
 // or locks, sharing one token could release each other's keys. Do not run
-// two calls with one token at the same time. A TryLock with a token drops
-// the background retries of earlier releases of that token (see Unlock)
-// before it sends anything. Default: a random token per attempt.
+// two calls with one token at the same time. A failed release of a lock
+// taken with a token is not retried in the background (see Unlock): a
+// retry could delete the key of a later lock that reuses the token, so
+// such a key lives out its TTL on that node. For the same reason, reuse
+// a token only once the earlier lock's release has answered on every
+// node (after Client.Close, or from a new process): a release still held
+// in a stopped node's socket could run after the new acquisition there.
+// Default: a random token per attempt.
 func WithToken(token string) Option {
 	return func(c *config) {
 		if len(token) < MinTokenLen {

@@ -108,6 +108,8 @@ func (c *Client) run(ctx context.Context, op opKind, l *Lock, ttl time.Duration)
 		fenced: op == opAcquire && l.cfg.fencing,
 		notify: op == opRelease,
 		fam:    l.fam,
+
+		userToken: l.cfg.token != "",
 	}
 	if op != opRelease {
 		req.floor = &l.floor
@@ -465,7 +467,7 @@ func (rd *round) release(nd *node, uncertain bool) {
 	// A clean-up, not an Unlock: no announcement, so that the releases of
 	// split votes do not wake every waiter into another split.
 	start := time.Now()
-	req := &request{op: opRelease, keys: rd.req.keys, token: rd.token, ttl: rd.ttl, prefix: rd.req.prefix, fam: rd.req.fam}
+	req := &request{op: opRelease, keys: rd.req.keys, token: rd.token, ttl: rd.ttl, prefix: rd.req.prefix, fam: rd.req.fam, userToken: rd.req.userToken}
 	rd.c.flights.add(1)
 	r := rd.c.exec(ctx, nd, req)
 	rd.c.flights.done()

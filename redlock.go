@@ -209,11 +209,6 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	if cfg.token != "" {
-		// A clean-up release of an earlier attempt with this token must
-		// not delete what this one sets.
-		c.forgetReleases(token)
-	}
 	out := c.run(ctx, opAcquire, l, ttl)
 	l.acq = out.rd
 	if p := c.dupErr.Load(); p != nil {

@@ -28,6 +28,9 @@ type request struct {
 	prefix string        // WithKeyPrefix: put before every key and channel on the wire
 	floor  *atomic.Int64 // acquire, extend: the lock's floor (Lock.floor); nil otherwise
 	fam    *family       // a path, read or permit lock (family.go); nil for a key lock
+	// userToken: the token was given with WithToken, and may be reused
+	// by a later lock: its failed releases are not retried (cleanup.go).
+	userToken bool
 
 	// Set by prepare: the script and its EVALSHA command, boxed once per
 	// round. Each node gets its own copy of the argument slice (a go-redis
