@@ -221,7 +221,9 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 	}
 	if !out.won {
 		if fam != nil && fam.kind == kindPermit && limitMismatched(out.err) {
-			out.err.reasons = append(out.err.reasons, ErrInvalid)
+			// The nodes answered: the cause is the caller's limit, not
+			// an outage.
+			out.err.reasons = []error{ErrNotObtained, errLimitMismatch(fam)}
 		}
 		return nil, out.err
 	}
