@@ -91,60 +91,42 @@ func benchLoop(b *testing.B, keys []string, cycle func(key string) error) {
 
 // BenchmarkTryLockUnlock is one uncontended TryLock + Unlock on 5 nodes.
 func BenchmarkTryLockUnlock(b *testing.B) {
-	c, err := redlock.New(benchClients(b, 5))
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
-	keys := benchKeys(b, 256)
-	cycle := func(key string) error {
-		l, err := c.TryLock(ctx, key, benchTTL)
-		if err != nil {
-			return err
-		}
-		return l.Unlock(ctx)
-	}
-	b.ReportAllocs()
-	benchWarm(b, keys, cycle)
-	benchLoop(b, keys, cycle)
+	benchCycles(b, "", func(ctx context.Context, c *redlock.Client, key string) (*redlock.Lock, error) {
+		return c.TryLock(ctx, key, benchTTL)
+	})
 }
 
 // BenchmarkTryLockPathUnlock is one uncontended TryLockPath + Unlock on 5
 // nodes, on a path of depth 3 ("<key>/a/b"): 3 holder keys read, an
 // intention record written on each of the 2 ancestors.
 func BenchmarkTryLockPathUnlock(b *testing.B) {
-	c, err := redlock.New(benchClients(b, 5))
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
-	paths := benchKeys(b, 256)
-	for i := range paths {
-		paths[i] += "/a/b"
-	}
-	cycle := func(path string) error {
-		l, err := c.TryLockPath(ctx, path, benchTTL)
-		if err != nil {
-			return err
-		}
-		return l.Unlock(ctx)
-	}
-	b.ReportAllocs()
-	benchWarm(b, paths, cycle)
-	benchLoop(b, paths, cycle)
+	benchCycles(b, "/a/b", func(ctx context.Context, c *redlock.Client, path string) (*redlock.Lock, error) {
+		return c.TryLockPath(ctx, path, benchTTL)
+	})
 }
 
 // BenchmarkTryAcquireUnlock is one uncontended TryAcquire (limit 3) +
 // Unlock on 5 nodes: a permit needs SemaphoreQuorum(5, 3) = 4 of them.
 func BenchmarkTryAcquireUnlock(b *testing.B) {
+	benchCycles(b, "", func(ctx context.Context, c *redlock.Client, key string) (*redlock.Lock, error) {
+		return c.TryAcquire(ctx, key, 3, benchTTL)
+	})
+}
+
+// benchCycles measures uncontended acquire + Unlock cycles on 5 nodes,
+// over 256 keys (each with suffix), acquiring with acquire.
+func benchCycles(b *testing.B, suffix string, acquire func(context.Context, *redlock.Client, string) (*redlock.Lock, error)) {
 	c, err := redlock.New(benchClients(b, 5))
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
 	keys := benchKeys(b, 256)
+	for i := range keys {
+		keys[i] += suffix
+	}
 	cycle := func(key string) error {
-		l, err := c.TryAcquire(ctx, key, 3, benchTTL)
+		l, err := acquire(ctx, c, key)
 		if err != nil {
 			return err
 		}

@@ -279,17 +279,7 @@ func (c *Client) Close() error {
 	// has no read timeout and does not honour context deadlines can hold
 	// a request forever; the retry loops' last attempts are bounded by
 	// retryFinalWait each.
-	done := make(chan struct{})
-	go func() {
-		_ = c.g.Wait() // its goroutines return nil: failures are outcomes
-		close(done)
-	}()
-	t := time.NewTimer(closeWait)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-	}
+	waitTimeout(func() { _ = c.g.Wait() }, closeWait) // its goroutines return nil: failures are outcomes
 	return nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -127,11 +126,12 @@ func (c *Client) identified(n *node, info string, err error) error {
 	return nil
 }
 
-// waitTimeout waits for wg, at most d: go-redis may not honour the
-// context deadline, so the wait is bounded here too.
-func waitTimeout(wg *sync.WaitGroup, d time.Duration) {
+// waitTimeout runs wait and returns when it does, or after d: go-redis
+// may not honour a context deadline, so waits on node requests are
+// bounded here. A wait cut short goes on in its goroutine until it ends.
+func waitTimeout(wait func(), d time.Duration) {
 	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+	go func() { wait(); close(done) }()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

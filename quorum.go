@@ -69,10 +69,10 @@ type round struct {
 	// which may have landed) was reported after the decision. Were the
 	// win then cut short by ctx, they must be released too: they are in
 	// no other list. A bit set, so that marking allocates nothing.
-	late lateSet
+	late nodeSet
 	// none marks the nodes that certainly did not apply the request: it
 	// was never sent, or refused before sending. Nothing to release.
-	none lateSet
+	none nodeSet
 
 	// unlocked is set by Unlock on the lock this acquire round won. A
 	// node's pipe runs Unlock's release after our acquire there (see
@@ -287,6 +287,12 @@ func (rd *round) report(i int, r reply) {
 	}
 	if rd.op == opRelease {
 		defer rd.c.flights.done()
+		if st == NodeFailed {
+			// Retried in the background until the node answers
+			// (cleanup.go); deferred: run once rd.mu is released, and
+			// queued before Close can see the release as done.
+			defer rd.c.retryRelease(rd.c.nodes[i], rd.req, rd.ttl, err, 0)
+		}
 	}
 	rd.mu.Lock()
 	rd.left--
@@ -309,23 +315,15 @@ func (rd *round) report(i int, r reply) {
 		if grant && rd.won {
 			rd.late.add(i) // the win may yet be cut short by ctx (runReq)
 		}
-		retry := rd.op == opRelease && st == NodeFailed
 		rd.mu.Unlock()
 		if late {
 			rd.release(rd.c.nodes[i], st == NodeFailed)
-		}
-		if retry {
-			rd.c.retryRelease(rd.c.nodes[i], rd.req, rd.ttl, err, 0)
 		}
 		return
 	}
 	rd.res[i] = NodeResult{Node: i, Addr: rd.res[i].Addr, Status: st, Err: err, Latency: lat}
 	if none {
 		rd.none.add(i)
-	}
-	if rd.op == opRelease && st == NodeFailed {
-		// Retried in the background until the node answers (cleanup.go).
-		defer rd.c.retryRelease(rd.c.nodes[i], rd.req, rd.ttl, err, 0)
 	}
 	if st == NodeOK {
 		rd.ok++
@@ -447,7 +445,7 @@ func (rd *round) releaseAll(nodes []*node, uncertain []bool) {
 		}()
 	}
 	// Bounded here too: go-redis may not honour the context deadline.
-	waitTimeout(&wg, rd.timeout)
+	waitTimeout(wg.Wait, rd.timeout)
 }
 
 // release is the clean-up release of this acquire round's token on nd.
@@ -525,14 +523,14 @@ func (f *flights) wait(d time.Duration) {
 	}
 }
 
-// lateSet is a set of node indexes: a bit mask for the first 64, a map
+// nodeSet is a set of node indexes: a bit mask for the first 64, a map
 // beyond (rare: a client of more than 64 nodes).
-type lateSet struct {
+type nodeSet struct {
 	bits uint64
 	more map[int]bool
 }
 
-func (s *lateSet) add(i int) {
+func (s *nodeSet) add(i int) {
 	if i < 64 {
 		s.bits |= 1 << i
 		return
@@ -543,7 +541,7 @@ func (s *lateSet) add(i int) {
 	s.more[i] = true
 }
 
-func (s *lateSet) has(i int) bool {
+func (s *nodeSet) has(i int) bool {
 	if i < 64 {
 		return s.bits&(1<<i) != 0
 	}

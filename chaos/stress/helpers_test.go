@@ -11,9 +11,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/seed543a70bd/redlock"
+	"github.com/seed543a70bd/redlock/internal/redistest"
 )
 
 type quietLogger struct{}
@@ -25,27 +25,9 @@ func TestMain(m *testing.M) {
 	redis.SetLogger(quietLogger{})
 	code := m.Run()
 	if code == 0 {
-		code = verifyNoLeaks(10 * time.Second)
+		code = redistest.VerifyNoLeaks(10 * time.Second) // no goroutine may outlive its lock
 	}
 	os.Exit(code)
-}
-
-// verifyNoLeaks fails the run when goroutines outlive the tests, after
-// retrying for up to wait: a release retry loop ends at its next attempt
-// once its go-redis client is closed, up to a second later.
-func verifyNoLeaks(wait time.Duration) int {
-	deadline := time.Now().Add(wait)
-	for {
-		err := goleak.Find()
-		if err == nil {
-			return 0
-		}
-		if time.Now().After(deadline) {
-			fmt.Fprintf(os.Stderr, "goleak: goroutines outlived the tests by %v: %v\n", wait, err)
-			return 1
-		}
-		time.Sleep(100 * time.Millisecond) // polling: goroutines ending is not an event we can await
-	}
 }
 
 var keySeq atomic.Int64

@@ -2,10 +2,13 @@
 package redistest
 
 import (
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/seed543a70bd/redlock/internal/redisnode"
 )
@@ -64,4 +67,25 @@ func Client(t testing.TB, node *redisnode.Node) *redis.Client {
 	})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// VerifyNoLeaks checks, after a package's tests, that no goroutine
+// outlived them, retrying for up to wait: a release retry loop of a
+// client a test did not Close ends at its next attempt once its go-redis
+// client is closed, up to a second after the test, longer than goleak's
+// own half second. It returns the exit code for TestMain: 0, or 1 after
+// printing the goroutines left.
+func VerifyNoLeaks(wait time.Duration) int {
+	deadline := time.Now().Add(wait)
+	for {
+		err := goleak.Find()
+		if err == nil {
+			return 0
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(os.Stderr, "goleak: goroutines outlived the tests by %v: %v\n", wait, err)
+			return 1
+		}
+		time.Sleep(100 * time.Millisecond) // polling: goroutines ending is not an event we can await
+	}
 }
