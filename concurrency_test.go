@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed543a70bd/redlock"
+	"github.com/seed543a70bd/redlock/internal/redisnode"
 	"github.com/seed543a70bd/redlock/internal/redistest"
 )
 
@@ -524,4 +525,35 @@ func TestCloseBounded(t *testing.T) {
 	require.NoError(t, nodes[2].Resume())
 	eventually(t, 5*time.Second, func() bool { return get(t, clients[2], k) == "" },
 		"want the stuck release to land once node 3 resumes")
+}
+
+// TestReleaseRetryOutlastsLongestTTL: an Extend to 30s that failed
+// overall still set 30s on node 3; node 3 is down when Unlock runs, and
+// comes back (append-only: the key survives). The background retry of
+// its release must last as long as the key may, not the lock's last
+// won TTL (300ms), and delete it. The randomized stress test found this.
+func TestReleaseRetryOutlastsLongestTTL(t *testing.T) {
+	nodes := redistest.NodesWith(t, 3, redisnode.Options{AppendOnly: true})
+	clients := redistest.Clients(t, nodes)
+	rl := newClient(t, clients, redlock.WithNodeTimeout(50*time.Millisecond))
+	ctx := context.Background()
+	k := key(t)
+	l, err := rl.TryLock(ctx, k, time.Second)
+	require.NoError(t, err)
+	for _, nd := range nodes[:2] {
+		require.NoError(t, nd.Pause())
+	}
+	require.Error(t, l.Extend(ctx, 30*time.Second), "want the Extend lost with 2 of 3 nodes paused")
+	for _, nd := range nodes[:2] {
+		require.NoError(t, nd.Resume())
+	}
+	pttl, err := clients[2].PTTL(ctx, k).Result()
+	require.NoError(t, err)
+	require.Greater(t, pttl, 10*time.Second, "want node 3 extended to 30s by the lost Extend")
+	require.NoError(t, nodes[2].Kill())
+	_ = l.Unlock(ctx) // node 3 down: its release fails and is retried
+	time.Sleep(1500 * time.Millisecond) // longer than the lock's last won TTL: the retry must still be queued
+	require.NoError(t, nodes[2].Restart())
+	eventually(t, 5*time.Second, func() bool { return get(t, clients[2], k) == "" },
+		"want node 3's key (PTTL %v when set) released once it is back", pttl)
 }

@@ -44,6 +44,10 @@ type Lock struct {
 	w        *watch    // Done, Err and auto-extension; nil until first used
 	released bool      // Unlock was called
 	extended int       // successful Extends
+	// maxTTL is the longest TTL any request of this lock sent (acquire,
+	// or Extend, won or not): how long a node may keep the key, which
+	// bounds the background retries of its release (cleanup.go).
+	maxTTL time.Duration
 }
 
 // Extensions returns how many times the lock was extended (by Extend or
@@ -175,6 +179,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	defer l.extMu.Unlock()
 	l.mu.Lock()
 	left, released := time.Until(l.deadline), l.released
+	if !released && left > 0 {
+		l.maxTTL = max(l.maxTTL, ttl)
+	}
 	l.mu.Unlock()
 	switch {
 	case released:
@@ -245,8 +252,8 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	l.mu.Lock()
 	first := l.firstUnlockLocked() // observer.go
 	l.released = true
-	ttl := l.ttl
-	l.deadline = time.Time{} // released: no validity left
+	ttl := max(l.ttl, l.maxTTL) // the release's retries last as long as the key may
+	l.deadline = time.Time{}    // released: no validity left
 	l.mu.Unlock()
 	if l.acq != nil {
 		l.acq.unlocked.Store(true)

@@ -198,7 +198,7 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 	if err := c.check(ctx, ttl, cfg); err != nil {
 		return nil, err
 	}
-	l := &Lock{c: c, keys: keys, token: token, ttl: ttl, cfg: cfg, fam: fam, actx: ctx}
+	l := &Lock{c: c, keys: keys, token: token, ttl: ttl, maxTTL: ttl, cfg: cfg, fam: fam, actx: ctx}
 	if err := ctx.Err(); err != nil {
 		qe := c.unsentError(opAcquire, l.shownKeys(), ErrNotObtained, err)
 		if cfg.obs != nil {
