@@ -551,7 +551,7 @@ func TestReleaseRetryOutlastsLongestTTL(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, pttl, 10*time.Second, "want node 3 extended to 30s by the lost Extend")
 	require.NoError(t, nodes[2].Kill())
-	_ = l.Unlock(ctx) // node 3 down: its release fails and is retried
+	_ = l.Unlock(ctx)                   // node 3 down: its release fails and is retried
 	time.Sleep(1500 * time.Millisecond) // longer than the lock's last won TTL: the retry must still be queued
 	require.NoError(t, nodes[2].Restart())
 	eventually(t, 5*time.Second, func() bool { return get(t, clients[2], k) == "" },
