@@ -488,11 +488,19 @@ func TestAttackReadWrite(t *testing.T) {
 	require.NoError(t, r1.Unlock(ctx))
 	w, err := rl.TryLock(ctx, k, 5*time.Second)
 	require.NoError(t, err, "writer after the readers left")
-	// Late reader Unlocks must not touch the writer's key.
+	// Late reader Unlocks must not touch the writer's key, on any node
+	// that granted it (on a loaded machine one node may have timed out).
+	var held []int
+	for i, c := range clients {
+		if get(t, c, k) == w.Token() {
+			held = append(held, i)
+		}
+	}
+	require.GreaterOrEqual(t, len(held), rl.Quorum(), "the writer's key is on a quorum")
 	_ = r2.Unlock(ctx)
 	_ = r1.Unlock(ctx)
-	for i, c := range clients {
-		require.Equal(t, w.Token(), get(t, c, k), "node %d: writer's key after readers' late Unlock", i+1)
+	for _, i := range held {
+		require.Equal(t, w.Token(), get(t, clients[i], k), "node %d: writer's key after readers' late Unlock", i+1)
 	}
 	_, err = rl.TryRLock(ctx, k, time.Second)
 	require.ErrorIs(t, err, redlock.ErrNotObtained, "reader while writer holds")

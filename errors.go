@@ -79,6 +79,27 @@ func causef(errs []error, format string, args ...any) error {
 	return &causeError{msg: "redlock: " + fmt.Sprintf(format, args...), errs: errs}
 }
 
+// lostError is the error of a lock found lost: "redlock: " + msg, with
+// the last extension's error (when known) said after it. Its message is
+// built when asked for, not when the lock is lost: a burst of locks
+// lost together must close their Done channels quickly.
+type lostError struct {
+	msg  string // "lock lost: ..."
+	last error  // the last failed extension's error, or nil
+	pre  string // what comes before last's message
+	post string // and after it
+	errs []error
+}
+
+func (e *lostError) Error() string {
+	if e.last == nil {
+		return "redlock: " + e.msg
+	}
+	return "redlock: " + e.msg + e.pre + bare(e.last) + e.post
+}
+
+func (e *lostError) Unwrap() []error { return e.errs }
+
 // bare returns err's message without the library's "redlock: " prefix,
 // for a message that already begins with it.
 func bare(err error) string { return strings.TrimPrefix(err.Error(), "redlock: ") }

@@ -19,7 +19,6 @@ type Lock struct {
 	cfg   *config
 	fam   *family         // a path, read or permit lock (family.go); nil for a key lock
 	actx  context.Context // the acquiring call's, for observer events
-	acq   *round          // the round that won the lock; it may still have replies in flight
 
 	acquired time.Time // monotonic start of the acquiring round
 	fence    int64     // fencing token; 0 without WithFencing
@@ -38,6 +37,10 @@ type Lock struct {
 	// socket while the next goes out on another connection. A later
 	// Extend therefore counts at most floor from its start.
 	floor atomic.Int64
+	// unlocked is set by Unlock, for the acquire round's replies still
+	// in flight (see request.unlocked). The lock keeps no reference to
+	// that round: a held lock costs its handle, not its round.
+	unlocked atomic.Bool
 
 	mu       sync.Mutex
 	deadline time.Time // monotonic: start of the last won round + ttl - drift
@@ -177,6 +180,16 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	l.extMu.Lock()
 	defer l.extMu.Unlock()
+	if err := l.startExtend(ttl); err != nil {
+		return err
+	}
+	return l.endExtend(l.c.run(ctx, opExtend, l, ttl), ttl)
+}
+
+// startExtend checks, before an extension of ttl is sent, that the lock
+// is neither released nor expired (the error then says which), and
+// records ttl as sent. l.extMu must be held.
+func (l *Lock) startExtend(ttl time.Duration) error {
 	l.mu.Lock()
 	left, released := time.Until(l.deadline), l.released
 	if !released && left > 0 {
@@ -189,7 +202,12 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	case left <= 0:
 		return l.c.unsentError(opExtend, l.shownKeys(), ErrNotHeld, ErrExpired)
 	}
-	out := l.c.run(ctx, opExtend, l, ttl)
+	return nil
+}
+
+// endExtend applies the outcome of an extension of ttl to the deadline
+// (see Extend) and returns Extend's error. l.extMu must be held.
+func (l *Lock) endExtend(out outcome, ttl time.Duration) error {
 	eff := ttl
 	if f := time.Duration(l.floor.Load()); f > 0 {
 		eff = min(eff, f)
@@ -255,9 +273,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	ttl := max(l.ttl, l.maxTTL) // the release's retries last as long as the key may
 	l.deadline = time.Time{}    // released: no validity left
 	l.mu.Unlock()
-	if l.acq != nil {
-		l.acq.unlocked.Store(true)
-	}
+	l.unlocked.Store(true)
 	out := l.c.run(ctx, opRelease, l, ttl)
 	if first {
 		l.observeUnlock(ctx, out)

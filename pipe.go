@@ -30,10 +30,11 @@ import (
 // next request goes out on another connection. Such requests are
 // treated as possibly landed, and released again.
 
-// job is one node's part of a round.
+// job is one node's part of a round, or a batch of extensions (batch.go).
 type job struct {
 	rd  *round
-	i   int // the node's index in the round
+	bt  *batchJob // a batch: rd is nil
+	i   int       // the node's index in the round
 	ctx context.Context
 }
 
@@ -58,6 +59,10 @@ func (c *Client) submit(nd *node, j job) {
 			// no read timeout on a stalled server): fail at once rather
 			// than queue without bound.
 			p.mu.Unlock()
+			if j.bt != nil {
+				j.bt.fail(nd, reply{st: NodeFailed, err: errQueueFull, unsent: true})
+				return
+			}
 			j.rd.report(j.i, reply{st: NodeFailed, err: errQueueFull, unsent: true})
 			return
 		}
@@ -105,6 +110,10 @@ func (c *Client) lead(nd *node, j job) {
 
 // runJob runs one job on its own and reports it to its round.
 func (c *Client) runJob(nd *node, j job) {
+	if j.bt != nil {
+		c.execBatch(nd, j.bt)
+		return
+	}
 	if j.rd.lost() {
 		j.rd.report(j.i, reply{st: NodeFailed, err: errRoundLost, unsent: true})
 		return
@@ -131,6 +140,16 @@ func (c *Client) runBatch(nd *node, jobs []job) {
 			reps[k] = reply{st: NodeFailed, err: nodeErr(j.ctx, err), unsent: true}
 			continue
 		}
+		if j.bt != nil {
+			var rep *reply
+			if sent[k], rep = c.before(nd, batchProbe); rep != nil {
+				reps[k] = *rep
+				continue
+			}
+			cmds[k] = redis.NewCmd(j.ctx, j.bt.args(false)...)
+			live++
+			continue
+		}
 		if j.rd.lost() {
 			reps[k] = reply{st: NodeFailed, err: errRoundLost, unsent: true}
 			continue
@@ -147,7 +166,14 @@ func (c *Client) runBatch(nd *node, jobs []job) {
 		c.sendBatch(nd, jobs, cmds, reps, sent)
 	}
 	for k, j := range jobs {
-		j.rd.report(j.i, reps[k])
+		switch {
+		case j.bt == nil:
+			j.rd.report(j.i, reps[k])
+		case cmds[k] == nil: // refused before sending
+			j.bt.fail(nd, reps[k])
+		default:
+			// Delivered by sendBatch.
+		}
 	}
 }
 
@@ -196,6 +222,20 @@ func (c *Client) sendBatch(nd *node, jobs []job, cmds []*redis.Cmd, reps []reply
 		if cmd == nil {
 			continue
 		}
+		if b := jobs[k].bt; b != nil {
+			if panicked != nil {
+				b.fail(nd, reply{st: NodeFailed, err: fmt.Errorf("redlock: malformed reply: go-redis panicked: %v", panicked)})
+				continue
+			}
+			res, err := cmd.Result()
+			if isNoScript(err) {
+				// Extensions only touch what exists: out of order is
+				// harmless.
+				res, err = nd.c.Do(bctx, b.args(true)...).Result()
+			}
+			c.deliver(nd, b, res, err, sent[k])
+			continue
+		}
 		req := jobs[k].rd.req
 		if panicked != nil {
 			reps[k] = reply{st: NodeFailed, err: fmt.Errorf("redlock: malformed reply: go-redis panicked: %v", panicked)}
@@ -217,7 +257,7 @@ func (c *Client) sendBatch(nd *node, jobs []job, cmds []*redis.Cmd, reps []reply
 // sent with k's token.
 func laterSameToken(jobs []job, cmds []*redis.Cmd, k int) bool {
 	for m := k + 1; m < len(jobs); m++ {
-		if cmds[m] != nil && jobs[m].rd.req.token == jobs[k].rd.req.token {
+		if cmds[m] != nil && jobs[m].rd != nil && jobs[m].rd.req.token == jobs[k].rd.req.token {
 			return true
 		}
 	}

@@ -64,6 +64,7 @@ type round struct {
 	fence    int64   // fenced acquire: the largest counter of the winning quorum
 	fsync    bool    // fenced acquire: every node of the winning quorum had that counter
 	done     chan struct{}
+	poke     chan struct{} // an extension batch's (batch.go): poked on the decision; nil otherwise
 	settled  chan struct{} // closed by the last report; nil when nobody waits for it
 	// late marks the nodes of a won acquire whose grant (or failure,
 	// which may have landed) was reported after the decision. Were the
@@ -73,13 +74,6 @@ type round struct {
 	// none marks the nodes that certainly did not apply the request: it
 	// was never sent, or refused before sending. Nothing to release.
 	none nodeSet
-
-	// unlocked is set by Unlock on the lock this acquire round won. A
-	// node's pipe runs Unlock's release after our acquire there (see
-	// pipe.go), except where the acquire failed (a timeout): its SET may
-	// still land after the release, so a failure reported after unlocked
-	// is released again.
-	unlocked atomic.Bool
 }
 
 // outcome is what a round decided.
@@ -114,6 +108,9 @@ func (c *Client) run(ctx context.Context, op opKind, l *Lock, ttl time.Duration)
 	if op != opRelease {
 		req.floor = &l.floor
 	}
+	if op == opAcquire {
+		req.unlocked = &l.unlocked
+	}
 	return c.runReq(ctx, req, l.cfg)
 }
 
@@ -137,41 +134,16 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 		req.prefix = cfg.prefix
 		req.prepare(n)
 	}
-	op, keys, token, ttl := req.op, req.keys, req.token, req.ttl
-	need := c.need
-	if req.fam != nil {
-		keys = req.fam.shown // errors and events name the lock, not its keys
-		if req.fam.need > 0 {
-			need = req.fam.need
-		}
-	}
-	rd := &round{
-		c: c, cfg: cfg, req: req, op: op, keys: keys, token: token, ttl: ttl,
-		need:    need,
-		timeout: cfg.timeoutFor(ttl),
-		drift:   cfg.driftFactor,
-		res:     make([]NodeResult, n),
-		left:    n,
-		done:    make(chan struct{}),
-	}
+	rd := c.newRound(ctx, req, cfg)
+	op := req.op
 	if req.fenced {
 		rd.fences = make([]int64, n)
 	}
-	rd.parent = ctx
 	nodeCtx := ctx
 	if op == opRelease {
 		// Unlock is a clean-up: the caller's cancellation must not leave
 		// our keys behind. The round is still bounded by the timeout.
 		nodeCtx = context.WithoutCancel(ctx)
-	}
-	rd.start = time.Now()
-	rd.origin = req.origin
-	if rd.origin.IsZero() {
-		rd.origin = rd.start
-	}
-	for i, nd := range c.nodes {
-		// All set before any reply can be reported and read them.
-		rd.res[i] = NodeResult{Node: i, Addr: nd.addr}
 	}
 	wait := rd.timeout
 	if op == opRelease {
@@ -223,7 +195,49 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 		ctxErr = ctx.Err()
 	}
 	putTimer(timer)
+	return rd.finish(ctxErr)
+}
 
+// newRound returns a round of req with every node pending, started now.
+// Its requests are sent by the caller: runReq, or an extension batch
+// (batch.go).
+func (c *Client) newRound(ctx context.Context, req *request, cfg *config) *round {
+	n := len(c.nodes)
+	keys := req.keys
+	need := c.need
+	if req.fam != nil {
+		keys = req.fam.shown // errors and events name the lock, not its keys
+		if req.fam.need > 0 {
+			need = req.fam.need
+		}
+	}
+	rd := &round{
+		c: c, cfg: cfg, req: req, op: req.op, keys: keys, token: req.token, ttl: req.ttl,
+		need:    need,
+		timeout: cfg.timeoutFor(req.ttl),
+		drift:   cfg.driftFactor,
+		res:     make([]NodeResult, n),
+		left:    n,
+		done:    make(chan struct{}),
+		parent:  ctx,
+	}
+	rd.start = time.Now()
+	rd.origin = req.origin
+	if rd.origin.IsZero() {
+		rd.origin = rd.start
+	}
+	for i, nd := range c.nodes {
+		// All set before any reply can be reported and read them.
+		rd.res[i] = NodeResult{Node: i, Addr: nd.addr}
+	}
+	return rd
+}
+
+// finish decides a round whose wait is over: nodes still pending count
+// as timed out (unless ctxErr, the caller's context ended), the outcome
+// is observed, and a lost acquire is released where it may have landed.
+func (rd *round) finish(ctxErr error) outcome {
+	c, cfg, op := rd.c, rd.cfg, rd.op
 	rd.mu.Lock()
 	if !rd.decided {
 		rd.decided = true
@@ -311,7 +325,7 @@ func (rd *round) report(i int, r reply) {
 		// the request failed, after the lock it won was released (see
 		// unlocked). A release that fails is retried (cleanup.go).
 		grant := rd.op == opAcquire && !none && (st == NodeOK || st == NodeFailed)
-		late := grant && (!rd.won || (st == NodeFailed && rd.unlocked.Load()))
+		late := grant && (!rd.won || (st == NodeFailed && rd.req.unlocked != nil && rd.req.unlocked.Load()))
 		if grant && rd.won {
 			rd.late.add(i) // the win may yet be cut short by ctx (runReq)
 		}
@@ -350,6 +364,12 @@ func (rd *round) report(i int, r reply) {
 	case rd.bad > len(rd.res)-rd.need:
 		rd.decided = true
 		close(rd.done)
+	}
+	if rd.decided && rd.poke != nil {
+		select {
+		case rd.poke <- struct{}{}:
+		default:
+		}
 	}
 	rd.mu.Unlock()
 }

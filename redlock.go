@@ -49,7 +49,8 @@ type Client struct {
 	dupErr atomic.Pointer[error] // set once two nodes turn out to be one server
 	first  atomic.Bool           // the first round has started (see runReq)
 
-	hub hub // release subscriptions of waiting Lock calls (pubsub.go)
+	hub   hub   // release subscriptions of waiting Lock calls (pubsub.go)
+	sched sched // auto-extension of held locks (scheduler.go)
 
 	closed    chan struct{} // closed by Close; nil for a zero Client
 	closeOnce sync.Once     // closes closed
@@ -210,7 +211,6 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 		return nil, ErrClosed
 	}
 	out := c.run(ctx, opAcquire, l, ttl)
-	l.acq = out.rd
 	if p := c.dupErr.Load(); p != nil {
 		// Found during this round: refuse even a win, which may have
 		// counted one server twice.

@@ -27,7 +27,13 @@ type request struct {
 	fkeys  []string      // keys followed by their fence counters, when fenced or opFence
 	prefix string        // WithKeyPrefix: put before every key and channel on the wire
 	floor  *atomic.Int64 // acquire, extend: the lock's floor (Lock.floor); nil otherwise
-	fam    *family       // a path, read or permit lock (family.go); nil for a key lock
+	// unlocked (acquire) is the lock's Lock.unlocked: set by Unlock. A
+	// node's pipe runs Unlock's release after our acquire there (see
+	// pipe.go), except where the acquire failed (a timeout): its SET may
+	// still land after the release, so a failure reported after unlocked
+	// is released again (round.report).
+	unlocked *atomic.Bool
+	fam      *family // a path, read or permit lock (family.go); nil for a key lock
 	// userToken: the token was given with WithToken, and may be reused
 	// by a later lock: its failed releases are not retried (cleanup.go).
 	userToken bool

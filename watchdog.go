@@ -27,15 +27,14 @@ var (
 )
 
 // watch tracks the end of a lock's life: Done's channel, the expiry timer,
-// and the auto-extension goroutine when one runs.
+// and the lock's entry in the client's scheduler when auto-extended.
 type watch struct {
 	done  chan struct{}
 	err   error
 	timer *time.Timer // ends the watch when Validity falls to the loss margin
 	limit bool        // a hold limit stopped the extensions: the end says so
 
-	stop    chan struct{} // closed to stop the extender
-	stopped chan struct{} // closed when the extender has returned
+	ent *entry // auto-extension (scheduler.go); nil when not auto-extended
 
 	// lastErr is the last failed extension's error: the reason given
 	// should the lock then be lost. Guarded by l.mu.
@@ -82,23 +81,31 @@ func (l *Lock) lossMarginLocked() time.Duration {
 	return min(max(l.cfg.timeoutFor(l.ttl), MinLossMargin), l.ttl/4)
 }
 
-// armLocked (re)arms the timer that ends the watch when Validity falls to
-// the loss margin, or ends it now if it already has. It runs whenever the
-// deadline may have moved, earlier as well as later, so that Done never
-// closes after Validity has reached 0. l.mu must be held.
+// armLocked (re)arms what ends the watch when Validity falls to the loss
+// margin, or ends it now if it already has: the lock's own timer, or for
+// an auto-extended lock the client's scheduler (scheduler.go), which
+// watches the expiries of all its locks with no timer each. It runs
+// whenever the deadline may have moved, earlier as well as later, so
+// that Done never closes after Validity has reached 0. l.mu must be
+// held.
 func (l *Lock) armLocked() {
 	w := l.w
 	if w == nil || w.err != nil {
 		return
 	}
-	d := time.Until(l.deadline) - l.lossMarginLocked()
+	at := l.deadline.Add(-l.lossMarginLocked())
+	d := time.Until(at)
 	switch {
 	case d <= 0 && w.limit:
-		l.finishLocked(causef([]error{ErrLockLost, ErrHoldLimit}, "lock lost: hold limit reached (WithMaxExtensions or WithMaxHold): no more extensions"))
+		l.finishLocked(&lostError{msg: "lock lost: hold limit reached (WithMaxExtensions or WithMaxHold): no more extensions", errs: []error{ErrLockLost, ErrHoldLimit}})
 	case d <= 0 && w.lastErr != nil:
-		l.finishLocked(causef([]error{ErrLockLost, w.lastErr}, "lock lost: validity ran out before an extension reached a quorum (last: %s)", bare(w.lastErr)))
+		l.finishLocked(&lostError{msg: "lock lost: validity ran out before an extension reached a quorum", last: w.lastErr, pre: " (last: ", post: ")", errs: []error{ErrLockLost, w.lastErr}})
 	case d <= 0:
-		l.finishLocked(causef([]error{ErrLockLost}, "lock lost: validity ran out before an extension reached a quorum"))
+		l.finishLocked(&lostError{msg: "lock lost: validity ran out before an extension reached a quorum", errs: []error{ErrLockLost}})
+	case w.ent != nil && l.c.sched.expireAt(w.ent, at):
+		if w.timer != nil {
+			w.timer.Stop() // armed before AutoExtend
+		}
 	case w.timer == nil:
 		w.timer = time.AfterFunc(d, l.checkExpiry)
 	default:
@@ -125,6 +132,9 @@ func (l *Lock) finishLocked(err error) {
 		w.timer.Stop()
 	}
 	close(w.done)
+	if w.ent != nil {
+		l.c.sched.remove(w.ent) // no extension after the end
+	}
 	if w.onEnd != nil {
 		w.onEnd(err)
 	}
@@ -202,61 +212,23 @@ func (l *Lock) AutoExtend(ctx context.Context) error {
 	if w.err != nil {
 		return w.err
 	}
-	if w.stop != nil {
+	if w.ent != nil {
 		return ErrAlreadyExtending
 	}
-	w.stop, w.stopped = make(chan struct{}), make(chan struct{})
-	go l.extender(ctx, w)
+	ttl := l.ttl
+	e := &entry{l: l, ctx: ctx, ttl: ttl, retry: max(ttl/20, l.cfg.timeoutFor(ttl)), idx: -1}
+	w.ent = e
+	// No goroutine waits for ctx: when it is done, the entry is taken
+	// out and the lock's own timer watches its expiry again.
+	e.stop = context.AfterFunc(ctx, func() {
+		l.c.sched.remove(e)
+		l.mu.Lock()
+		l.armLocked()
+		l.mu.Unlock()
+	})
+	l.c.sched.add(l.c, e, l.deadline.Add(-ttl/2), l.deadline)
+	l.armLocked() // the scheduler watches the expiry from now on
 	return nil
-}
-
-// extender is the auto-extension loop.
-func (l *Lock) extender(ctx context.Context, w *watch) {
-	defer close(w.stopped)
-	ttl := l.TTL()
-	retry := max(ttl/20, l.cfg.timeoutFor(ttl))
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	next := func() time.Duration { return l.Validity() - ttl/2 }
-	timer.Reset(max(next(), 0))
-	for n := 0; ; {
-		select {
-		case <-w.stop:
-			return
-		case <-ctx.Done():
-			return
-		case <-w.done:
-			return
-		case <-timer.C:
-		}
-		if (l.cfg.maxExtensions > 0 && n >= l.cfg.maxExtensions) ||
-			(l.cfg.maxHold > 0 && time.Since(l.acquired)+ttl > l.cfg.maxHold) {
-			// Let the lock live out its validity (less the loss margin),
-			// then report: the armed timer ends the watch.
-			l.mu.Lock()
-			w.limit = true
-			l.mu.Unlock()
-			return
-		}
-		err := l.Extend(ctx, ttl)
-		switch {
-		case err == nil:
-			n++
-			timer.Reset(max(next(), 0))
-		case ctx.Err() != nil:
-			return
-		case definitelyLost(err):
-			l.mu.Lock()
-			l.finishLocked(causef([]error{ErrLockLost, err}, "lock lost: %s", bare(err)))
-			l.mu.Unlock()
-			return
-		default: // unreachable nodes: try again while validity lasts
-			l.mu.Lock()
-			w.lastErr = err // the reason, should the lock be lost
-			l.mu.Unlock()
-			timer.Reset(jitter(retry))
-		}
-	}
 }
 
 // definitelyLost reports whether an Extend error proves the lock gone:
@@ -278,7 +250,8 @@ func definitelyLost(err error) bool {
 	return no > len(qe.Nodes)-qe.Quorum
 }
 
-// stopWatch ends the lock's watch with err and waits for the extender.
+// stopWatch ends the lock's watch with err and waits for an extension
+// of it in flight, if any: none is applied after stopWatch returns.
 func (l *Lock) stopWatch(err error) {
 	l.mu.Lock()
 	w := l.w
@@ -287,15 +260,12 @@ func (l *Lock) stopWatch(err error) {
 		return
 	}
 	l.finishLocked(err)
-	stop, stopped := w.stop, w.stopped
+	e := w.ent
 	l.mu.Unlock()
-	if stop != nil {
-		select {
-		case <-stop:
-		default:
-			close(stop)
+	if e != nil {
+		if tk := l.c.sched.remove(e); tk != nil {
+			<-tk.done // bounded by the round's per-node timeout
 		}
-		<-stopped
 	}
 }
 

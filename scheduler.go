@@ -1,0 +1,343 @@
+package redlock
+
+import (
+	"container/heap"
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// The client's auto-extension scheduler. Every auto-extended lock
+// (AutoExtend, Do, and the family's locks under either) is an entry in
+// one timer heap, ordered by when it falls due: no goroutine and no
+// round per lock. One goroutine waits for the earliest entry; when it
+// falls due, every entry due by then (and those due soon after, see
+// coalesce) is extended in one tick: one batched request per node
+// (batch.go), whose reply says, lock by lock, what the node did. Each
+// lock's round is decided and applied as its own Extend would be.
+//
+// Priority and backlog. A tick sends its locks closest-deadline first.
+// When ticks start late or take long (a loaded machine, a slow node),
+// the scheduler measures that lag and brings every lock's next
+// extension forward by twice the lag (at most TTL/4), so that its own
+// queue never brings a lock to its loss margin: under backlog it
+// extends earlier, not later.
+
+// sched is the client's scheduler; its zero value is ready.
+type sched struct {
+	mu      sync.Mutex
+	h       entryHeap
+	running bool          // the loop runs
+	wake    chan struct{} // pokes the loop when the earliest entry changed; cap 1
+	lag     time.Duration // the last tick's lateness plus its round time
+}
+
+// entry is one auto-extended lock in the scheduler. While it is in the
+// heap the scheduler also watches its expiry (exp), in place of a
+// runtime timer of the lock's own (see Lock.armLocked): a burst of
+// expiries is then handled by one goroutine, closest deadline first.
+type entry struct {
+	l     *Lock
+	ctx   context.Context // AutoExtend's
+	ttl   time.Duration   // extended by this TTL each time
+	retry time.Duration   // delay before retrying a failed extension
+	stop  func() bool     // unregisters the ctx's AfterFunc
+
+	// Guarded by sched.mu.
+	due  time.Time // extend at (or after) this instant
+	exp  time.Time // the lock's deadline less its loss margin: Done closes then
+	dl   time.Time // the lock's deadline when due was set: the priority
+	idx  int       // index in the heap; -1 when not in it
+	n    int       // extensions won
+	gone bool      // removed: not queued again
+	tick *tick     // the tick the entry is in flight in; nil when none
+}
+
+// at is when the scheduler next looks at e: its extension or its expiry.
+func (e *entry) at() time.Time {
+	if !e.exp.IsZero() && e.exp.Before(e.due) {
+		return e.exp
+	}
+	return e.due
+}
+
+// tick is one batch of extensions in flight.
+type tick struct {
+	done chan struct{} // closed once every entry's outcome is applied
+	poke chan struct{} // a round of the tick was decided; cap 1
+}
+
+// tickGap is the least time between two ticks: the locks that fall due
+// (or are added) within it go in one batch, not in one request each.
+const tickGap = 2 * time.Millisecond
+
+// coalesce is how much earlier than due a lock may be extended when a
+// tick is sent anyway: a fraction of its TTL, so that locks that fall due
+// together (taken at about the same time) are extended together rather
+// than each in its own tick.
+func (e *entry) coalesce() time.Duration { return e.ttl / 16 }
+
+// add schedules e to be extended at due.
+func (s *sched) add(c *Client, e *entry, due, dl time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.addLocked(c, e, due, dl)
+}
+
+func (s *sched) addLocked(c *Client, e *entry, due, dl time.Time) {
+	e.tick = nil
+	if e.gone {
+		return
+	}
+	e.due, e.dl = due, dl
+	if e.idx >= 0 {
+		heap.Fix(&s.h, e.idx)
+	} else {
+		heap.Push(&s.h, e)
+	}
+	if e.idx == 0 {
+		s.poke()
+	}
+	if !s.running {
+		s.running = true
+		if s.wake == nil {
+			s.wake = make(chan struct{}, 1)
+		}
+		go s.loop(c)
+	}
+}
+
+// expireAt makes the scheduler end e's lock at exp (see Lock.armLocked).
+// It reports false when e was removed: a timer of the lock's own must
+// watch the expiry then.
+func (s *sched) expireAt(e *entry, exp time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.gone {
+		return false
+	}
+	e.exp = exp
+	if e.idx >= 0 {
+		heap.Fix(&s.h, e.idx)
+		if e.idx == 0 {
+			s.poke()
+		}
+	}
+	return true
+}
+
+// poke wakes the loop (s.mu held).
+func (s *sched) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// remove takes e out of the scheduler for good and returns the tick it
+// is in flight in, if any. It is idempotent.
+func (s *sched) remove(e *entry) *tick {
+	s.mu.Lock()
+	e.gone = true
+	if e.idx >= 0 {
+		heap.Remove(&s.h, e.idx)
+	}
+	tk := e.tick
+	s.mu.Unlock()
+	e.stop()
+	return tk
+}
+
+// loop runs the ticks; it returns when no entry is left.
+func (s *sched) loop(c *Client) {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	var last time.Time // the last tick
+	for {
+		s.mu.Lock()
+		if len(s.h) == 0 {
+			s.running = false
+			s.mu.Unlock()
+			return
+		}
+		now := time.Now()
+		wait := s.h[0].at().Sub(now)
+		if gap := last.Add(tickGap).Sub(now); wait < gap && (s.h[0].exp.IsZero() || s.h[0].exp.After(now)) {
+			wait = gap // no tick sooner than tickGap after the last one
+		}
+		if wait > 0 {
+			s.mu.Unlock()
+			t.Reset(wait)
+			select {
+			case <-t.C:
+			case <-s.wake:
+				t.Stop()
+			}
+			continue
+		}
+		late := max(now.Sub(s.h[0].at()), 0)
+		last = now
+		var expired, due []*entry
+		for len(s.h) > 0 {
+			e := s.h[0]
+			switch {
+			case !e.exp.IsZero() && !e.exp.After(now):
+				expired = append(expired, e)
+			case e.due.Sub(now) <= e.coalesce()+late:
+				due = append(due, e)
+			default:
+				e = nil
+			}
+			if e == nil {
+				break
+			}
+			heap.Pop(&s.h)
+		}
+		var tk *tick
+		if len(due) > 0 {
+			tk = &tick{done: make(chan struct{}), poke: make(chan struct{}, 1)}
+			for _, e := range due {
+				e.tick = tk
+			}
+		}
+		s.mu.Unlock()
+		// Expiries first, closest first: each lock is ended (or, if an
+		// Extend moved its deadline meanwhile, looked at again later).
+		slices.SortFunc(expired, func(a, b *entry) int { return a.exp.Compare(b.exp) })
+		for _, e := range expired {
+			e.l.expire(e)
+		}
+		if tk != nil {
+			// Closest deadline first: a batch split in several requests
+			// sends the most urgent first, on every node.
+			slices.SortFunc(due, func(a, b *entry) int { return a.dl.Compare(b.dl) })
+			c.extendTick(tk, due, late)
+		}
+	}
+}
+
+// advance is how much earlier than at TTL/2 left a lock of ttl is
+// extended when the scheduler lags by lag: twice the lag, at most TTL/4.
+func advance(lag, ttl time.Duration) time.Duration { return min(2*lag, ttl/4) }
+
+// measured records a tick's lag: how late it started plus how long its
+// rounds took to decide.
+func (s *sched) measured(lag time.Duration) {
+	s.mu.Lock()
+	s.lag = lag
+	s.mu.Unlock()
+}
+
+// entryHeap is a min-heap of entries by when they are next looked at.
+type entryHeap []*entry
+
+func (h entryHeap) Len() int           { return len(h) }
+func (h entryHeap) Less(i, j int) bool { return h[i].at().Before(h[j].at()) }
+func (h entryHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idx, h[j].idx = i, j
+}
+func (h *entryHeap) Push(x any) {
+	e := x.(*entry)
+	e.idx = len(*h)
+	*h = append(*h, e)
+}
+func (h *entryHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	e.idx = -1
+	if cap(*h) > 64 && len(*h) < cap(*h)/4 {
+		*h = slices.Clip(slices.Clone(*h)) // give the memory back after a peak
+	}
+	return e
+}
+
+// requeue schedules e again at due (dl: the lock's deadline), unless it
+// was removed meanwhile.
+func (s *sched) requeue(c *Client, e *entry, due, dl time.Time) { s.add(c, e, due, dl) }
+
+// limitReached reports whether a hold limit (WithMaxExtensions,
+// WithMaxHold) forbids e's next extension; then e is dropped and the
+// lock lives out its validity (less the loss margin) before its watch
+// ends with ErrHoldLimit.
+// n is how many extensions e has won.
+func (c *Client) limitReached(e *entry, n int) bool {
+	l := e.l
+	if (l.cfg.maxExtensions == 0 || n < l.cfg.maxExtensions) &&
+		(l.cfg.maxHold == 0 || time.Since(l.acquired)+e.ttl <= l.cfg.maxHold) {
+		return false
+	}
+	c.sched.remove(e)
+	l.mu.Lock()
+	if l.w != nil {
+		l.w.limit = true
+	}
+	l.armLocked() // a timer of the lock's own watches the expiry now
+	l.mu.Unlock()
+	return true
+}
+
+// state returns whether e was removed, and how many extensions it won.
+func (s *sched) state(e *entry) (gone bool, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return e.gone, e.n
+}
+
+// readd puts e, popped for its expiry, back with its due time.
+func (s *sched) readd(c *Client, e *entry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.addLocked(c, e, e.due, e.dl)
+}
+
+// expire runs when the scheduler finds e's expiry passed: it ends the
+// lock as its own timer would (see armLocked), unless an Extend moved
+// the deadline since; then e goes back into the heap.
+func (l *Lock) expire(e *entry) {
+	l.mu.Lock()
+	l.armLocked()
+	ended := l.w == nil || l.w.err != nil
+	l.mu.Unlock()
+	if !ended {
+		l.c.sched.readd(l.c, e)
+	}
+}
+
+// extended schedules what follows an extension of e that returned err,
+// as the extension loop of AutoExtend describes: the next extension at
+// TTL/2 left (earlier under backlog), a retry after a jittered delay
+// while validity lasts, or the end of a lock proven lost.
+func (c *Client) extended(e *entry, err error) {
+	l := e.l
+	s := &c.sched
+	l.mu.Lock()
+	dl := l.deadline
+	lost := err != nil && definitelyLost(err)
+	switch {
+	case lost:
+		l.finishLocked(&lostError{msg: "lock lost", last: err, pre: ": ", errs: []error{ErrLockLost, err}})
+	case err != nil && l.w != nil:
+		l.w.lastErr = err // the reason, should the lock be lost
+	}
+	l.mu.Unlock()
+	if lost {
+		s.remove(e)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.gone {
+		return
+	}
+	if err != nil {
+		// Unreachable nodes: try again while validity lasts.
+		s.addLocked(c, e, time.Now().Add(jitter(e.retry)), dl)
+		return
+	}
+	e.n++
+	s.addLocked(c, e, dl.Add(-e.ttl/2-advance(s.lag, e.ttl)), dl)
+}

@@ -1,0 +1,380 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed543a70bd/redlock"
+)
+
+// Issue 14: many auto-extended locks on one client, extended by one
+// scheduler in batches.
+
+// takeMany takes n locks on distinct keys from g goroutines with TryLock
+// and returns them in key order, with the rate achieved.
+func takeMany(t testing.TB, rl *redlock.Client, prefix string, n, g int, ttl time.Duration) ([]*redlock.Lock, float64) {
+	t.Helper()
+	ctx := context.Background()
+	locks := make([]*redlock.Lock, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, g)
+	start := time.Now()
+	for range g {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				var l *redlock.Lock
+				var err error
+				for try := 0; try < 20; try++ { // a loaded machine (-race) may time nodes out
+					if l, err = rl.TryLock(ctx, fmt.Sprintf("%s-%d", prefix, i), ttl); err == nil {
+						break
+					}
+				}
+				if err != nil {
+					errs <- fmt.Errorf("lock %d: %w", i, err)
+					return
+				}
+				locks[i] = l
+			}
+		}()
+	}
+	wg.Wait()
+	rate := float64(n) / time.Since(start).Seconds()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	return locks, rate
+}
+
+// unlockAll unlocks locks from g goroutines.
+func unlockAll(locks []*redlock.Lock, g int) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range g {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(locks) {
+					return
+				}
+				_ = locks[i].Unlock(context.Background())
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// heapNow returns the live heap after a collection.
+func heapNow() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// TestManyAutoExtendedLocks holds 20 000 auto-extended locks (TTL 2s) for
+// six TTLs on 5 nodes, under -race in make test: none may be lost, the
+// goroutines must not grow with the locks (one scheduler per client, not
+// one goroutine per lock), and a held lock must cost under 2 KiB of heap.
+func TestManyAutoExtendedLocks(t *testing.T) {
+	n, ttl := 20000, 2*time.Second
+	if testing.Short() {
+		n = 2000
+	}
+	_, clients := cluster(t, 5)
+	rl, err := redlock.New(clients) // defaults: the per-node timeout for 2s is what users get
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rl.Close() })
+	ctx := context.Background()
+	// Warm up: connections dialled, nodes identified.
+	warm, _ := takeMany(t, rl, key(t)+"-warm", 512, 256, ttl)
+	unlockAll(warm, 256)
+
+	baseG := runtime.NumGoroutine()
+	baseHeap := heapNow()
+	locks, rate := takeMany(t, rl, key(t), n, 256, ttl)
+	t.Logf("took %d locks from 256 goroutines at %.0f locks/s", n, rate)
+	for i, l := range locks {
+		require.NoError(t, l.AutoExtend(ctx), "AutoExtend of lock %d", i)
+	}
+	perLock := float64(int64(heapNow())-int64(baseHeap)) / float64(n)
+	t.Logf("heap per held auto-extended lock: %.0f B", perLock)
+	require.Less(t, perLock, 2048.0, "heap per held auto-extended lock")
+
+	// Hold for six TTLs; watch the goroutines and the first loss.
+	hold := time.NewTimer(6 * ttl)
+	defer hold.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	peakG := 0
+	for waiting := true; waiting; {
+		select {
+		case <-hold.C:
+			waiting = false
+		case <-tick.C:
+			peakG = max(peakG, runtime.NumGoroutine())
+		}
+	}
+	lost, minExt := 0, 1<<30
+	var firstErr error
+	for _, l := range locks {
+		if err := l.Err(); err != nil {
+			lost++
+			if firstErr == nil {
+				firstErr = err
+			}
+		}
+		minExt = min(minExt, l.Extensions())
+	}
+	t.Logf("goroutines: %d before, peak %d while holding; lost %d; fewest extensions %d", baseG, peakG, lost, minExt)
+	require.Zero(t, lost, "locks lost with every node up (first: %v)", firstErr)
+	require.Less(t, peakG-baseG, 300, "goroutines grew with the locks held")
+	require.GreaterOrEqual(t, minExt, 6, "a lock was extended fewer than 6 times in 6 TTLs")
+	// Every lock is still on a quorum of nodes.
+	for _, i := range []int{0, n / 2, n - 1} {
+		held := 0
+		for _, c := range clients {
+			if get(t, c, locks[i].Key()) == locks[i].Token() {
+				held++
+			}
+		}
+		require.GreaterOrEqual(t, held, rl.Quorum(), "lock %d on the nodes", i)
+	}
+
+	unlockAll(locks, 256)
+	eventually(t, 5*time.Second, func() bool { return runtime.NumGoroutine() <= baseG+20 },
+		"goroutines after every lock was released: %d, before %d", runtime.NumGoroutine(), baseG)
+	for i, c := range clients {
+		eventually(t, 5*time.Second, func() bool { return c.DBSize(ctx).Val() == 0 }, "node %d keeps keys", i+1)
+	}
+}
+
+// pauseMany holds m auto-extended locks on 5 nodes, pauses the first
+// `paused` nodes for d, and returns the locks (still auto-extended).
+// Before the pause, watch (when not nil) is given the locks. opts go to
+// New.
+func holdPaused(t *testing.T, m, paused int, ttl, d time.Duration, watch func([]*redlock.Lock), opts ...redlock.Option) ([]*redlock.Lock, *redlock.Client) {
+	nodes, clients := cluster(t, 5)
+	// A 200ms per-node timeout: Done closes 200ms before the deadline,
+	// a margin wide enough for a loaded machine's stalls.
+	rl, err := redlock.New(clients, append([]redlock.Option{redlock.WithNodeTimeout(200 * time.Millisecond)}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rl.Close() })
+	warm, _ := takeMany(t, rl, key(t)+"-warm", 64, 64, ttl) // dial and identify the nodes first
+	unlockAll(warm, 64)
+	locks, _ := takeMany(t, rl, key(t), m, 64, ttl)
+	for _, l := range locks {
+		require.NoError(t, l.AutoExtend(context.Background()))
+	}
+	if watch != nil {
+		watch(locks)
+	}
+	for _, nd := range nodes[:paused] {
+		require.NoError(t, nd.Pause())
+		t.Cleanup(func() { _ = nd.Resume() })
+	}
+	time.Sleep(d) // the fault lasts d: nothing to await
+	for _, nd := range nodes[:paused] {
+		require.NoError(t, nd.Resume())
+	}
+	return locks, rl
+}
+
+// TestManyLocksMinorityPaused: with 2 of 5 nodes paused for three TTLs,
+// no held lock is lost.
+func TestManyLocksMinorityPaused(t *testing.T) {
+	ttl := time.Second
+	locks, _ := holdPaused(t, 2000, 2, ttl, 3*ttl, nil)
+	lost := 0
+	var first error
+	for _, l := range locks {
+		if err := l.Err(); err != nil {
+			lost++
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	require.Zero(t, lost, "locks lost with a minority paused (first: %v)", first)
+	unlockAll(locks, 64)
+}
+
+// TestManyLocksMajorityPaused: with 3 of 5 nodes paused, every lock is
+// lost, and each one's Done closes before its deadline.
+func TestManyLocksMajorityPaused(t *testing.T) {
+	ttl := time.Second
+	// The observer hears of a loss as Done closes, under the lock's
+	// state lock: the instant is exact, and no sweep loads the machine.
+	var ended sync.Map // key -> time.Time
+	obs := lossObserver(func(e redlock.LockEvent) {
+		if e.Lost {
+			ended.Store(e.Keys[0], time.Now())
+		}
+	})
+	locks, _ := holdPaused(t, 2000, 3, ttl, 2*ttl, nil, redlock.WithObserver(obs))
+	late := 0
+	var first string
+	for i, l := range locks {
+		v, ok := ended.Load(l.Key())
+		require.True(t, ok, "lock %d: no loss observed", i)
+		if at := v.(time.Time); at.After(l.Deadline()) {
+			if late++; late == 1 {
+				first = fmt.Sprintf("lock %d: Done closed %v after its deadline", i, at.Sub(l.Deadline()))
+			}
+		}
+	}
+	require.Zero(t, late, "locks whose Done closed after their deadline (first: %s)", first)
+	for i, l := range locks {
+		select {
+		case <-l.Done():
+		default:
+			t.Fatalf("lock %d: Done still open after a majority was paused for 2 TTLs", i)
+		}
+		require.ErrorIs(t, l.Err(), redlock.ErrLockLost, "lock %d", i)
+	}
+	unlockAll(locks, 64)
+}
+
+// TestBatchPerLockOutcome: locks extended in one batch are decided each
+// on its own: a lock whose key was deleted, or replaced by a value of
+// another type, is lost; the others in the same batch go on.
+func TestBatchPerLockOutcome(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	ttl := 600 * time.Millisecond
+	locks, _ := takeMany(t, rl, key(t), 30, 8, ttl)
+	for _, l := range locks {
+		require.NoError(t, l.AutoExtend(ctx))
+	}
+	gone, typed := locks[3], locks[17]
+	for _, c := range clients {
+		require.NoError(t, c.Del(ctx, gone.Key()).Err())
+		require.NoError(t, c.Del(ctx, typed.Key()).Err())
+		require.NoError(t, c.ZAdd(ctx, typed.Key(), redis.Z{Score: 1, Member: "x"}).Err())
+	}
+	for _, l := range []*redlock.Lock{gone, typed} {
+		select {
+		case <-l.Done():
+		case <-time.After(5 * ttl):
+			t.Fatalf("lock %s: Done still open", l.Key())
+		}
+		require.ErrorIs(t, l.Err(), redlock.ErrLockLost, l.Key())
+	}
+	time.Sleep(2 * ttl) // the others keep being extended: nothing to await
+	for _, l := range locks {
+		if l == gone || l == typed {
+			continue
+		}
+		require.NoError(t, l.Err(), l.Key())
+		require.GreaterOrEqual(t, l.Extensions(), 2, l.Key())
+	}
+	unlockAll(locks, 8)
+	for _, c := range clients {
+		_ = c.Del(ctx, typed.Key())
+	}
+}
+
+// TestBatchedFamilyAndPrefix: path, read and permit locks and key locks
+// under a key prefix are extended by the same batches, and stay held.
+func TestBatchedFamilyAndPrefix(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients, redlock.WithKeyPrefix("pfx:"))
+	ctx := context.Background()
+	ttl := 500 * time.Millisecond
+	k := key(t)
+	var locks []*redlock.Lock
+	must := func(l *redlock.Lock, err error) {
+		t.Helper()
+		require.NoError(t, err)
+		require.NoError(t, l.AutoExtend(ctx))
+		locks = append(locks, l)
+	}
+	must(rl.TryLock(ctx, k+"-key", ttl))
+	must(rl.TryLockKeys(ctx, []string{"{" + k + "}a", "{" + k + "}b"}, ttl))
+	must(rl.TryLockPath(ctx, k+"/a/b", ttl))
+	must(rl.TryRLock(ctx, k+"-read", ttl))
+	must(rl.TryRLock(ctx, k+"-read", ttl))
+	must(rl.TryAcquire(ctx, k+"-sem", 3, ttl))
+	time.Sleep(4 * ttl) // extensions happen in the background: nothing to await
+	for _, l := range locks {
+		require.NoError(t, l.Err(), l.Key())
+		require.GreaterOrEqual(t, l.Extensions(), 4, l.Key())
+	}
+	// The writer is still kept out by the readers, the path by its lock.
+	_, err := rl.TryLock(ctx, k+"-read", ttl)
+	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	_, err = rl.TryLockPath(ctx, k+"/a", ttl)
+	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	unlockAll(locks, 1)
+	for i, c := range clients {
+		eventually(t, 2*time.Second, func() bool { return c.DBSize(ctx).Val() == 0 }, "node %d keeps keys", i+1)
+	}
+}
+
+// TestAutoExtendWithConcurrentExtend: the caller's Extends racing the
+// scheduler's never make Validity promise more than a quorum holds.
+func TestAutoExtendWithConcurrentExtend(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	l, err := rl.TryLock(ctx, key(t), 400*time.Millisecond)
+	require.NoError(t, err)
+	require.NoError(t, l.AutoExtend(ctx))
+	deadline := time.Now().Add(3 * time.Second)
+	for i := 0; time.Now().Before(deadline); i++ {
+		ttl := 300 * time.Millisecond
+		if i%2 == 1 {
+			ttl = 10 * time.Second
+		}
+		if err := l.Extend(ctx, ttl); err != nil {
+			require.False(t, errors.Is(err, redlock.ErrLockLost), "round %d: %v", i, err)
+		}
+		v := l.Validity()
+		var pttls []time.Duration
+		for _, c := range clients {
+			pttls = append(pttls, c.PTTL(ctx, l.Key()).Val())
+		}
+		// Validity must not exceed the quorum-th largest PTTL read after it.
+		sortDesc(pttls)
+		require.LessOrEqual(t, v, pttls[rl.Quorum()-1]+5*time.Millisecond, "round %d: Validity %v, PTTLs %v", i, v, pttls)
+	}
+	require.NoError(t, l.Err())
+	require.NoError(t, l.Unlock(ctx))
+}
+
+func sortDesc(d []time.Duration) {
+	for i := range d {
+		for j := i + 1; j < len(d); j++ {
+			if d[j] > d[i] {
+				d[i], d[j] = d[j], d[i]
+			}
+		}
+	}
+}
+
+// lossObserver is an Observer that hears only ObserveLock.
+type lossObserver func(redlock.LockEvent)
+
+func (lossObserver) ObserveNode(redlock.NodeEvent)     {}
+func (lossObserver) ObserveRound(redlock.RoundEvent)   {}
+func (f lossObserver) ObserveLock(e redlock.LockEvent) { f(e) }
