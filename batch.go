@@ -215,7 +215,14 @@ func (c *Client) extendTick(tk *tick, es []*entry, late time.Duration) {
 		}
 	}
 	s.mu.Unlock()
+	// Slabs: one allocation each for the tick's items, requests, rounds
+	// and node results, not one per lock.
 	items := make([]*batchItem, 0, len(es))
+	slab := make([]batchItem, len(es))
+	reqs := make([]request, len(es))
+	rds := make([]round, len(es))
+	n := len(c.nodes)
+	res := make([]NodeResult, len(es)*n)
 	for k, e := range es {
 		l := e.l
 		if ns[k] < 0 || c.limitReached(e, ns[k]) {
@@ -242,13 +249,17 @@ func (c *Client) extendTick(tk *tick, es []*entry, late time.Duration) {
 			c.extended(e, err)
 			continue
 		}
-		req := &request{op: opExtend, keys: l.keys, token: l.token, ttl: e.ttl, fam: l.fam, floor: &l.floor, prefix: c.cfg.prefix}
-		rd := c.newRound(e.ctx, req, l.cfg)
+		req := &reqs[k]
+		*req = request{op: opExtend, keys: l.keys, token: l.token, ttl: e.ttl, fam: l.fam, floor: &l.floor, prefix: c.cfg.prefix}
+		rd := &rds[k]
+		c.initRound(rd, e.ctx, req, l.cfg, res[k*n:(k+1)*n:(k+1)*n])
 		rd.poke = tk.poke
-		items = append(items, &batchItem{e: e, rd: rd, kind: kindLetter(l.fam), wire: prefixKeys(c.cfg.prefix, l.keys)})
+		it := &slab[k]
+		*it = batchItem{e: e, rd: rd, kind: kindLetter(l.fam), wire: prefixKeys(c.cfg.prefix, l.keys)}
+		items = append(items, it)
 	}
+	c.sched.measured(late)
 	if len(items) == 0 {
-		c.sched.measured(late)
 		close(tk.done)
 		return
 	}
@@ -257,9 +268,16 @@ func (c *Client) extendTick(tk *tick, es []*entry, late time.Duration) {
 	c.sched.mu.Lock()
 	for _, it := range items {
 		it.rd.start, it.rd.origin = start, start
-		it.limit = start.Add(batchWait(it.rd.timeout, it.e.ttl))
-		if exp := it.e.exp; !exp.IsZero() && exp.Before(it.limit) {
-			it.limit = exp // Done closes then, extended or not
+		// A round waits for its quorum until the lock's expiry, when Done
+		// closes (extended or not): a reply that comes late, from a node
+		// or a machine that stalled, still extends the lock, counted
+		// from the tick's start. A retry sent meanwhile would only queue
+		// behind the request still in flight, and feed a stall with
+		// more work. Failures that are answered (errors, refusals)
+		// decide the round at once, and are retried.
+		it.limit = it.e.exp
+		if it.limit.IsZero() {
+			it.limit = start.Add(batchWait(it.rd.timeout, it.e.ttl))
 		}
 	}
 	c.sched.mu.Unlock()
@@ -324,20 +342,15 @@ func slotBatches(items []*batchItem) []*batchJob {
 	return out
 }
 
-// batchWait is how long a tick waits for a lock's round: its per-node
-// timeout, or TTL/8 if longer. A node answers a batch of thousands of
-// locks later than one request, and waiting longer costs no safety
-// (validity is counted from the tick's start, whenever the quorum
-// comes); only a stalled majority is noticed later, and TTL/8 still
-// leaves time for retries before the loss margin (auto-extension starts
-// at TTL/2 left; the margin is at most TTL/4).
+// batchWait is how long a tick waits for a lock's round when the lock
+// has no expiry set (it always has one once auto-extended): its
+// per-node timeout, or TTL/8 if longer.
 func batchWait(timeout, ttl time.Duration) time.Duration { return max(timeout, ttl/8) }
 
 // collectTick applies each item's outcome as Extend would, and
 // schedules what comes next, as soon as its round is decided or its
-// limit has passed (batchWait from the tick's start, or the lock's
-// expiry if sooner: a round that has not won by then cannot save the
-// lock), closest deadline first.
+// limit (the lock's expiry: a round that has not won by then cannot save
+// the lock) has passed, closest deadline first.
 func (c *Client) collectTick(tk *tick, items []*batchItem, start time.Time, late time.Duration) {
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
@@ -347,16 +360,12 @@ func (c *Client) collectTick(tk *tick, items []*batchItem, start time.Time, late
 		var next time.Time
 		kept := pending[:0]
 		for _, it := range pending {
-			select {
-			case <-it.rd.done:
-			default:
-				if now.Before(it.limit) {
-					kept = append(kept, it)
-					if next.IsZero() || it.limit.Before(next) {
-						next = it.limit
-					}
-					continue
+			if !it.rd.isDecided() && now.Before(it.limit) {
+				kept = append(kept, it)
+				if next.IsZero() || it.limit.Before(next) {
+					next = it.limit
 				}
+				continue
 			}
 			l := it.e.l
 			out := it.rd.finish(nil)
@@ -382,6 +391,5 @@ func (c *Client) collectTick(tk *tick, items []*batchItem, start time.Time, late
 		case <-t.C:
 		}
 	}
-	c.sched.measured(late + time.Since(start))
 	close(tk.done)
 }

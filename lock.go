@@ -163,8 +163,10 @@ func (l *Lock) Deadline() time.Time {
 // (the extension does not count: Validity stays <= 0); else matching
 // ErrNotHeld (and ErrUnreachable when failed nodes, not missing keys,
 // prevented the quorum, or ErrExpired when the quorum came too late). A
-// failed Extend never lengthens Validity, and one that shortens it moves
-// Done's closing earlier too.
+// failed Extend never lengthens Validity. An Extend to a TTL shorter
+// than Validity has left lowers Validity (and moves Done's closing
+// earlier) as it is sent, not when it returns: it may land on the nodes
+// whatever its round decides.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
 		return invalidf("nil *Lock")
@@ -190,10 +192,22 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // is neither released nor expired (the error then says which), and
 // records ttl as sent. l.extMu must be held.
 func (l *Lock) startExtend(ttl time.Duration) error {
+	now := time.Now()
 	l.mu.Lock()
-	left, released := time.Until(l.deadline), l.released
+	left, released := l.deadline.Sub(now), l.released
 	if !released && left > 0 {
 		l.maxTTL = max(l.maxTTL, ttl)
+		// The request may land, whatever its round decides, and set ttl
+		// from then on: while it is in flight, Validity counts no more
+		// than that (from now, before it is sent).
+		eff := ttl
+		if f := time.Duration(l.floor.Load()); f > 0 {
+			eff = min(eff, f)
+		}
+		if pre := now.Add(eff - drift(eff, l.cfg.driftFactor)); pre.Before(l.deadline) {
+			l.deadline = pre
+			l.armLocked()
+		}
 	}
 	l.mu.Unlock()
 	switch {

@@ -202,7 +202,15 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 // Its requests are sent by the caller: runReq, or an extension batch
 // (batch.go).
 func (c *Client) newRound(ctx context.Context, req *request, cfg *config) *round {
-	n := len(c.nodes)
+	rd := &round{done: make(chan struct{})}
+	c.initRound(rd, ctx, req, cfg, make([]NodeResult, len(c.nodes)))
+	return rd
+}
+
+// initRound sets rd up as newRound does, with res (one per node) for its
+// results. An extension batch (batch.go) allocates its rounds and their
+// results in slabs, and gives them no done channel: it asks decided.
+func (c *Client) initRound(rd *round, ctx context.Context, req *request, cfg *config, res []NodeResult) {
 	keys := req.keys
 	need := c.need
 	if req.fam != nil {
@@ -211,16 +219,13 @@ func (c *Client) newRound(ctx context.Context, req *request, cfg *config) *round
 			need = req.fam.need
 		}
 	}
-	rd := &round{
-		c: c, cfg: cfg, req: req, op: req.op, keys: keys, token: req.token, ttl: req.ttl,
-		need:    need,
-		timeout: cfg.timeoutFor(req.ttl),
-		drift:   cfg.driftFactor,
-		res:     make([]NodeResult, n),
-		left:    n,
-		done:    make(chan struct{}),
-		parent:  ctx,
-	}
+	rd.c, rd.cfg, rd.req, rd.op, rd.keys, rd.token, rd.ttl = c, cfg, req, req.op, keys, req.token, req.ttl
+	rd.need = need
+	rd.timeout = cfg.timeoutFor(req.ttl)
+	rd.drift = cfg.driftFactor
+	rd.res = res
+	rd.left = len(res)
+	rd.parent = ctx
 	rd.start = time.Now()
 	rd.origin = req.origin
 	if rd.origin.IsZero() {
@@ -230,7 +235,13 @@ func (c *Client) newRound(ctx context.Context, req *request, cfg *config) *round
 		// All set before any reply can be reported and read them.
 		rd.res[i] = NodeResult{Node: i, Addr: nd.addr}
 	}
-	return rd
+}
+
+// decided reports whether rd's outcome is known.
+func (rd *round) isDecided() bool {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	return rd.decided
 }
 
 // finish decides a round whose wait is over: nodes still pending count
@@ -360,10 +371,14 @@ func (rd *round) report(i int, r reply) {
 				rd.won, rd.expired = false, true
 			}
 		}
-		close(rd.done)
+		if rd.done != nil {
+			close(rd.done)
+		}
 	case rd.bad > len(rd.res)-rd.need:
 		rd.decided = true
-		close(rd.done)
+		if rd.done != nil {
+			close(rd.done)
+		}
 	}
 	if rd.decided && rd.poke != nil {
 		select {

@@ -17,9 +17,10 @@ import (
 // (batch.go), whose reply says, lock by lock, what the node did. Each
 // lock's round is decided and applied as its own Extend would be.
 //
-// Priority and backlog. A tick sends its locks closest-deadline first.
-// When ticks start late or take long (a loaded machine, a slow node),
-// the scheduler measures that lag and brings every lock's next
+// Priority and backlog. A tick sends its locks closest-deadline first,
+// and at most maxTick of them: a crowd of locks due at once is spread
+// over several ticks. When ticks start late (a loaded machine, such a
+// crowd), the scheduler measures that lag and brings every lock's next
 // extension forward by twice the lag (at most TTL/4), so that its own
 // queue never brings a lock to its loss margin: under backlog it
 // extends earlier, not later.
@@ -30,7 +31,7 @@ type sched struct {
 	h       entryHeap
 	running bool          // the loop runs
 	wake    chan struct{} // pokes the loop when the earliest entry changed; cap 1
-	lag     time.Duration // the last tick's lateness plus its round time
+	lag     time.Duration // how late ticks start: the last lateness, or a decaying higher one
 }
 
 // entry is one auto-extended lock in the scheduler. While it is in the
@@ -67,6 +68,12 @@ type tick struct {
 	done chan struct{} // closed once every entry's outcome is applied
 	poke chan struct{} // a round of the tick was decided; cap 1
 }
+
+// maxTick is the most locks one tick extends: the rest wait for the next
+// tick, tickGap later, so that a crowd of locks due together is spread
+// over several smaller batches rather than sent as one that keeps every
+// node busy for long.
+const maxTick = 2048
 
 // tickGap is the least time between two ticks: the locks that fall due
 // (or are added) within it go in one batch, not in one request each.
@@ -184,7 +191,7 @@ func (s *sched) loop(c *Client) {
 			switch {
 			case !e.exp.IsZero() && !e.exp.After(now):
 				expired = append(expired, e)
-			case e.due.Sub(now) <= e.coalesce()+late:
+			case e.due.Sub(now) <= e.coalesce()+late && len(due) < maxTick:
 				due = append(due, e)
 			default:
 				e = nil
@@ -221,11 +228,11 @@ func (s *sched) loop(c *Client) {
 // extended when the scheduler lags by lag: twice the lag, at most TTL/4.
 func advance(lag, ttl time.Duration) time.Duration { return min(2*lag, ttl/4) }
 
-// measured records a tick's lag: how late it started plus how long its
-// rounds took to decide.
-func (s *sched) measured(lag time.Duration) {
+// measured records how late a tick started: lag follows a rise at once
+// and decays by an eighth per tick.
+func (s *sched) measured(late time.Duration) {
 	s.mu.Lock()
-	s.lag = lag
+	s.lag = max(late, s.lag-s.lag/8)
 	s.mu.Unlock()
 }
 

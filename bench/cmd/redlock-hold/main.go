@@ -80,11 +80,6 @@ func run(n, workers int, ttl, hold time.Duration, prof string) error {
 		return err
 	}
 	took := time.Since(start)
-	for _, l := range locks {
-		if err := l.AutoExtend(ctx); err != nil {
-			return err
-		}
-	}
 	perLock := float64(int64(liveHeap())-int64(baseHeap)) / float64(n)
 
 	if prof != "" {
@@ -114,27 +109,33 @@ func run(n, workers int, ttl, hold time.Duration, prof string) error {
 	}
 	cores := (cpuTime() - cpu0).Seconds() / time.Since(t0).Seconds()
 	lost, minExt := 0, 1<<30
+	var firstLost error
 	for _, l := range locks {
-		if l.Err() != nil {
-			lost++
+		if err := l.Err(); err != nil {
+			if lost++; lost == 1 {
+				firstLost = err
+			}
 		}
 		minExt = min(minExt, l.Extensions())
 	}
 	fmt.Printf("| measure | value |\n|---|---|\n")
 	fmt.Printf("| locks held, TTL, hold | %d, %v, %v |\n", n, ttl, hold)
-	fmt.Printf("| taking them from %d goroutines | %.0f locks/s |\n", workers, float64(n)/took.Seconds())
+	fmt.Printf("| taking them from %d goroutines (TryLock + AutoExtend) | %.0f locks/s |\n", workers, float64(n)/took.Seconds())
 	fmt.Printf("| goroutines while holding | %d before, peak %d (growth %d) |\n", baseG, peakG, peakG-baseG)
 	fmt.Printf("| heap per held auto-extended lock | %.0f B |\n", perLock)
 	fmt.Printf("| client CPU while holding | %.3f core |\n", cores)
 	fmt.Printf("| locks lost | %d |\n", lost)
+	if firstLost != nil {
+		fmt.Fprintf(os.Stderr, "first lost: %v\n", firstLost)
+	}
 	fmt.Printf("| fewest extensions of a lock | %d |\n", minExt)
 	fmt.Printf("| machine | %d CPUs, %s |\n", runtime.NumCPU(), runtime.Version())
 	release(locks, workers)
 	return nil
 }
 
-// take takes n locks from workers goroutines; with release, it unlocks
-// them again at once.
+// take takes n locks from workers goroutines, each auto-extended as soon
+// as it is taken; with rel, it unlocks them again at once instead.
 func take(ctx context.Context, rl *redlock.Client, prefix string, n, workers int, ttl time.Duration, rel bool) ([]*redlock.Lock, error) {
 	locks := make([]*redlock.Lock, n)
 	var next atomic.Int64
@@ -155,6 +156,9 @@ func take(ctx context.Context, rl *redlock.Client, prefix string, n, workers int
 					if l, err = rl.TryLock(ctx, fmt.Sprintf("%s-%d", prefix, i), ttl); err == nil {
 						break
 					}
+				}
+				if err == nil && !rel {
+					err = l.AutoExtend(ctx) // at once: a lock taken early must not expire while the others are taken
 				}
 				if err != nil {
 					first.CompareAndSwap(nil, err)
