@@ -49,6 +49,7 @@ type entry struct {
 	due  time.Time // extend at (or after) this instant
 	exp  time.Time // the lock's deadline less its loss margin: Done closes then
 	dl   time.Time // the lock's deadline when due was set: the priority
+	key  int64     // at(), in nanoseconds since the process's clock base: the heap's order
 	idx  int       // index in the heap; -1 when not in it
 	n    int       // extensions won
 	gone bool      // removed: not queued again
@@ -62,6 +63,13 @@ func (e *entry) at() time.Time {
 	}
 	return e.due
 }
+
+// clockBase is the origin of entry keys: comparing int64 keys is much
+// cheaper than comparing time.Time values, and the heap compares often.
+var clockBase = time.Now()
+
+// rekey sets e.key from at() (s.mu held).
+func (e *entry) rekey() { e.key = int64(e.at().Sub(clockBase)) }
 
 // tick is one batch of extensions in flight.
 type tick struct {
@@ -98,6 +106,7 @@ func (s *sched) addLocked(c *Client, e *entry, due, dl time.Time) {
 		return
 	}
 	e.due, e.dl = due, dl
+	e.rekey()
 	if e.idx >= 0 {
 		heap.Fix(&s.h, e.idx)
 	} else {
@@ -125,6 +134,7 @@ func (s *sched) expireAt(e *entry, exp time.Time) bool {
 		return false
 	}
 	e.exp = exp
+	e.rekey()
 	if e.idx >= 0 {
 		heap.Fix(&s.h, e.idx)
 		if e.idx == 0 {
@@ -240,7 +250,7 @@ func (s *sched) measured(late time.Duration) {
 type entryHeap []*entry
 
 func (h entryHeap) Len() int           { return len(h) }
-func (h entryHeap) Less(i, j int) bool { return h[i].at().Before(h[j].at()) }
+func (h entryHeap) Less(i, j int) bool { return h[i].key < h[j].key }
 func (h entryHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].idx, h[j].idx = i, j
