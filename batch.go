@@ -260,7 +260,6 @@ func (c *Client) extendTick(tk *tick, es []*entry, late time.Duration) {
 	}
 	c.sched.measured(late)
 	if len(items) == 0 {
-		close(tk.done)
 		return
 	}
 	// Validity counts from here, before the first request goes out.
@@ -391,5 +390,4 @@ func (c *Client) collectTick(tk *tick, items []*batchItem, start time.Time, late
 		case <-t.C:
 		}
 	}
-	close(tk.done)
 }

@@ -147,7 +147,9 @@ func (l *Lock) Deadline() time.Time {
 // ttl - elapsed - drift.
 //
 // Extends of one lock run one at a time (a second call waits for the
-// first one's round, at most its per-node timeout), so Validity never
+// first one's round: at most its per-node timeout, or for an
+// auto-extension waiting on silent nodes, until the loss margin; see
+// AutoExtend), so Validity never
 // promises more than the TTL the last won round set on a quorum, however
 // calls interleave, AutoExtend's included. When an earlier request of
 // the lock failed (it may still land later and set its TTL again), a

@@ -53,7 +53,6 @@ type entry struct {
 	idx  int       // index in the heap; -1 when not in it
 	n    int       // extensions won
 	gone bool      // removed: not queued again
-	tick *tick     // the tick the entry is in flight in; nil when none
 }
 
 // at is when the scheduler next looks at e: its extension or its expiry.
@@ -73,7 +72,6 @@ func (e *entry) rekey() { e.key = int64(e.at().Sub(clockBase)) }
 
 // tick is one batch of extensions in flight.
 type tick struct {
-	done chan struct{} // closed once every entry's outcome is applied
 	poke chan struct{} // a round of the tick was decided; cap 1
 }
 
@@ -101,7 +99,6 @@ func (s *sched) add(c *Client, e *entry, due, dl time.Time) {
 }
 
 func (s *sched) addLocked(c *Client, e *entry, due, dl time.Time) {
-	e.tick = nil
 	if e.gone {
 		return
 	}
@@ -152,18 +149,17 @@ func (s *sched) poke() {
 	}
 }
 
-// remove takes e out of the scheduler for good and returns the tick it
-// is in flight in, if any. It is idempotent.
-func (s *sched) remove(e *entry) *tick {
+// remove takes e out of the scheduler for good. An extension of it in
+// flight still ends, but nothing follows it (see extended), and the lock
+// ignores it once released (Lock.endExtend). It is idempotent.
+func (s *sched) remove(e *entry) {
 	s.mu.Lock()
 	e.gone = true
 	if e.idx >= 0 {
 		heap.Remove(&s.h, e.idx)
 	}
-	tk := e.tick
 	s.mu.Unlock()
 	e.stop()
-	return tk
 }
 
 // loop runs the ticks; it returns when no entry is left.
@@ -211,13 +207,6 @@ func (s *sched) loop(c *Client) {
 			}
 			heap.Pop(&s.h)
 		}
-		var tk *tick
-		if len(due) > 0 {
-			tk = &tick{done: make(chan struct{}), poke: make(chan struct{}, 1)}
-			for _, e := range due {
-				e.tick = tk
-			}
-		}
 		s.mu.Unlock()
 		// Expiries first, closest first: each lock is ended (or, if an
 		// Extend moved its deadline meanwhile, looked at again later).
@@ -225,7 +214,8 @@ func (s *sched) loop(c *Client) {
 		for _, e := range expired {
 			e.l.expire(e)
 		}
-		if tk != nil {
+		if len(due) > 0 {
+			tk := &tick{poke: make(chan struct{}, 1)}
 			// Closest deadline first: a batch split in several requests
 			// sends the most urgent first, on every node.
 			slices.SortFunc(due, func(a, b *entry) int { return a.dl.Compare(b.dl) })

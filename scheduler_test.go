@@ -40,10 +40,13 @@ func takeMany(t testing.TB, rl *redlock.Client, prefix string, n, g int, ttl tim
 				}
 				var l *redlock.Lock
 				var err error
-				for try := 0; try < 20; try++ { // a loaded machine (-race) may time nodes out
-					if l, err = rl.TryLock(ctx, fmt.Sprintf("%s-%d", prefix, i), ttl); err == nil {
+				// A loaded machine (-race, 256 goroutines on 2 cores) may
+				// time nodes out: try again, backing off, for up to 30s.
+				for try, end := 0, time.Now().Add(30*time.Second); ; try++ {
+					if l, err = rl.TryLock(ctx, fmt.Sprintf("%s-%d", prefix, i), ttl); err == nil || time.Now().After(end) {
 						break
 					}
+					time.Sleep(time.Duration(min(try+1, 10)) * 5 * time.Millisecond) // backing off, not synchronizing
 				}
 				if err == nil && auto {
 					err = l.AutoExtend(ctx)

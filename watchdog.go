@@ -184,18 +184,34 @@ func (l *Lock) Err() error {
 // is done, until a hold limit (WithMaxExtensions, WithMaxHold) is reached,
 // or until the lock is lost; Done and Err report the end.
 //
-// It extends by the lock's TTL each time Validity falls to half the TTL,
-// and retries a failed extension after a jittered delay of TTL/20 (at
-// least the per-node timeout) until Validity falls to the loss margin
-// (the per-node timeout, at most TTL/4; see Done), when Done closes with
-// ErrLockLost. An extension that finds the key missing or taken on too
-// many nodes ends the lock at once. After a hold limit, the lock lives
-// out its validity and Done closes at the same margin.
-// When ctx is done, extension stops and the lock lives out its validity.
+// It extends by the lock's TTL each time Validity falls to half the TTL
+// (earlier, by up to TTL/4, when the client's scheduler runs late). An
+// extension that nodes refuse or fail (errors, not silence) is retried
+// after a jittered delay of TTL/20 (at least the per-node timeout); one
+// that nodes have not answered yet is waited for, since a late quorum
+// still extends the lock (counted from the request's start), until
+// Validity falls to the loss margin (the per-node timeout, at most
+// TTL/4; see Done), when Done closes with ErrLockLost. An extension that
+// finds the key missing or taken on too many nodes ends the lock at
+// once. After a hold limit, the lock lives out its validity and Done
+// closes at the same margin. When ctx is done, extension stops and the
+// lock lives out its validity.
 //
-// Unlock stops the extender and waits for it: no goroutine outlives the
-// lock. Errors: ErrInvalid for a nil *Lock or ctx, ErrAlreadyExtending,
-// or Err() when the lock has already ended.
+// A Client extends all its auto-extended locks with one scheduler: a
+// timer heap and one goroutine, not a goroutine or a timer per lock. The
+// locks that fall due together are extended together, in one request
+// per node (per hash slot on a Redis Cluster node) that checks and
+// extends each lock on its own; each lock still has its own round, with
+// its own votes, validity and observer events, as if Extend were called.
+// Closest deadlines go first. Holding 100 000 auto-extended locks costs
+// a few goroutines in all (see the README's "Holding many locks").
+//
+// Unlock takes the lock out of the scheduler; an extension of it still in
+// flight is not waited for, and is not applied (its request, sent before
+// the release on every node, cannot outlive it). An Extend of the
+// caller's waits for one in flight (see Extend). Errors:
+// ErrInvalid for a nil *Lock or ctx, ErrAlreadyExtending, or Err() when
+// the lock has already ended.
 func (l *Lock) AutoExtend(ctx context.Context) error {
 	if l == nil {
 		return invalidf("nil *Lock")
@@ -250,22 +266,13 @@ func definitelyLost(err error) bool {
 	return no > len(qe.Nodes)-qe.Quorum
 }
 
-// stopWatch ends the lock's watch with err and waits for an extension
-// of it in flight, if any: none is applied after stopWatch returns.
+// stopWatch ends the lock's watch with err, which takes the lock out of
+// the client's scheduler (finishLocked).
 func (l *Lock) stopWatch(err error) {
 	l.mu.Lock()
-	w := l.w
-	if w == nil {
-		l.mu.Unlock()
-		return
-	}
-	l.finishLocked(err)
-	e := w.ent
-	l.mu.Unlock()
-	if e != nil {
-		if tk := l.c.sched.remove(e); tk != nil {
-			<-tk.done // bounded by the round's per-node timeout
-		}
+	defer l.mu.Unlock()
+	if l.w != nil {
+		l.finishLocked(err)
 	}
 }
 
