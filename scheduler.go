@@ -157,6 +157,9 @@ func (s *sched) remove(e *entry) {
 	e.gone = true
 	if e.idx >= 0 {
 		heap.Remove(&s.h, e.idx)
+		if len(s.h) == 0 {
+			s.poke() // the loop returns now, not when its timer fires
+		}
 	}
 	s.mu.Unlock()
 	e.stop()

@@ -382,3 +382,23 @@ type lossObserver func(redlock.LockEvent)
 func (lossObserver) ObserveNode(redlock.NodeEvent)     {}
 func (lossObserver) ObserveRound(redlock.RoundEvent)   {}
 func (f lossObserver) ObserveLock(e redlock.LockEvent) { f(e) }
+
+// TestSchedulerEndsWithLastLock: the scheduler's goroutine ends as soon as
+// its last lock is released, not when its timer (set for an extension
+// seconds away) would have fired.
+func TestSchedulerEndsWithLastLock(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	warm, err := rl.TryLock(ctx, key(t), time.Second) // dial the nodes first
+	require.NoError(t, err)
+	require.NoError(t, warm.Unlock(ctx))
+	base := runtime.NumGoroutine()
+	l, err := rl.TryLock(ctx, key(t), 30*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, l.AutoExtend(ctx))
+	require.Greater(t, runtime.NumGoroutine(), base, "the scheduler runs")
+	require.NoError(t, l.Unlock(ctx))
+	eventually(t, 2*time.Second, func() bool { return runtime.NumGoroutine() <= base },
+		"goroutines after the last auto-extended lock was released: %d, before %d", runtime.NumGoroutine(), base)
+}
