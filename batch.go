@@ -253,7 +253,7 @@ func (c *Client) extendTick(tk *tick, es []*entry, late time.Duration) {
 		*req = request{op: opExtend, keys: l.keys, token: l.token, ttl: e.ttl, fam: l.fam, floor: &l.floor, prefix: c.cfg.prefix}
 		rd := &rds[k]
 		c.initRound(rd, e.ctx, req, l.cfg, res[k*n:(k+1)*n:(k+1)*n])
-		rd.poke = tk.poke
+		rd.tick = tk
 		it := &slab[k]
 		*it = batchItem{e: e, rd: rd, kind: kindLetter(l.fam), wire: prefixKeys(c.cfg.prefix, l.keys)}
 		items = append(items, it)
@@ -262,6 +262,7 @@ func (c *Client) extendTick(tk *tick, es []*entry, late time.Duration) {
 	if len(items) == 0 {
 		return
 	}
+	tk.left.Store(int64(len(items)))
 	// Validity counts from here, before the first request goes out.
 	start = time.Now()
 	c.sched.mu.Lock()
@@ -295,7 +296,7 @@ func (c *Client) extendTick(tk *tick, es []*entry, late time.Duration) {
 			c.submit(nd, job{bt: b, i: nd.idx, ctx: context.Background()})
 		}
 	}
-	go c.collectTick(tk, items, start, late)
+	go c.collectTick(tk, items)
 }
 
 // chunkBatches splits items, in order, into batches of at most maxBatch.
@@ -347,23 +348,31 @@ func slotBatches(items []*batchItem) []*batchJob {
 func batchWait(timeout, ttl time.Duration) time.Duration { return max(timeout, ttl/8) }
 
 // collectTick applies each item's outcome as Extend would, and
-// schedules what comes next, as soon as its round is decided or its
-// limit (the lock's expiry: a round that has not won by then cannot save
-// the lock) has passed, closest deadline first.
-func (c *Client) collectTick(tk *tick, items []*batchItem, start time.Time, late time.Duration) {
+// schedules what comes next, once every round of the tick is decided or
+// an item's limit (the lock's expiry: a round that has not won by then
+// cannot save the lock) has passed, closest deadline first.
+func (c *Client) collectTick(tk *tick, items []*batchItem) {
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	// A copy: the batches' item lists share items' array.
 	for pending := slices.Clone(items); len(pending) > 0; {
-		now := time.Now()
 		var next time.Time
+		for _, it := range pending {
+			if next.IsZero() || it.limit.Before(next) {
+				next = it.limit
+			}
+		}
+		t.Reset(time.Until(next))
+		select {
+		case <-tk.all:
+			t.Stop()
+		case <-t.C:
+		}
+		now := time.Now()
 		kept := pending[:0]
 		for _, it := range pending {
 			if !it.rd.isDecided() && now.Before(it.limit) {
 				kept = append(kept, it)
-				if next.IsZero() || it.limit.Before(next) {
-					next = it.limit
-				}
 				continue
 			}
 			l := it.e.l
@@ -380,14 +389,5 @@ func (c *Client) collectTick(tk *tick, items []*batchItem, start time.Time, late
 			c.extended(it.e, err)
 		}
 		pending = kept
-		if len(pending) == 0 {
-			break
-		}
-		t.Reset(time.Until(next))
-		select {
-		case <-tk.poke:
-			t.Stop()
-		case <-t.C:
-		}
 	}
 }

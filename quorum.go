@@ -64,7 +64,7 @@ type round struct {
 	fence    int64   // fenced acquire: the largest counter of the winning quorum
 	fsync    bool    // fenced acquire: every node of the winning quorum had that counter
 	done     chan struct{}
-	poke     chan struct{} // an extension batch's (batch.go): poked on the decision; nil otherwise
+	tick     *tick         // an extension batch's (batch.go), told of the decision; nil otherwise
 	settled  chan struct{} // closed by the last report; nil when nobody waits for it
 	// late marks the nodes of a won acquire whose grant (or failure,
 	// which may have landed) was reported after the decision. Were the
@@ -380,11 +380,8 @@ func (rd *round) report(i int, r reply) {
 			close(rd.done)
 		}
 	}
-	if rd.decided && rd.poke != nil {
-		select {
-		case rd.poke <- struct{}{}:
-		default:
-		}
+	if rd.decided && rd.tick != nil {
+		rd.tick.decided()
 	}
 	rd.mu.Unlock()
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -72,7 +73,15 @@ func (e *entry) rekey() { e.key = int64(e.at().Sub(clockBase)) }
 
 // tick is one batch of extensions in flight.
 type tick struct {
-	poke chan struct{} // a round of the tick was decided; cap 1
+	left atomic.Int64  // rounds not decided yet
+	all  chan struct{} // closed when left falls to 0
+}
+
+// decided counts one of the tick's rounds decided.
+func (tk *tick) decided() {
+	if tk.left.Add(-1) == 0 {
+		close(tk.all)
+	}
 }
 
 // maxTick is the most locks one tick extends: the rest wait for the next
@@ -218,7 +227,7 @@ func (s *sched) loop(c *Client) {
 			e.l.expire(e)
 		}
 		if len(due) > 0 {
-			tk := &tick{poke: make(chan struct{}, 1)}
+			tk := &tick{all: make(chan struct{})}
 			// Closest deadline first: a batch split in several requests
 			// sends the most urgent first, on every node.
 			slices.SortFunc(due, func(a, b *entry) int { return a.dl.Compare(b.dl) })
