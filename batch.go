@@ -236,15 +236,17 @@ func (c *Client) extendTick(tk *tick, es []*entry, late time.Duration) {
 		}
 		l.mu.Lock()
 		dl := l.deadline
-		l.mu.Unlock()
 		if due := dl.Add(-e.ttl/2 - advance(lag, e.ttl)); due.Sub(start) > e.coalesce()+late {
 			// An Extend of the caller's moved the deadline since: not
 			// due yet.
+			l.mu.Unlock()
 			l.extMu.Unlock()
 			s.requeue(c, e, due, dl)
 			continue
 		}
-		if err := l.startExtend(e.ttl); err != nil {
+		left, released := l.startExtendLocked(start, e.ttl)
+		l.mu.Unlock()
+		if err := l.unsentExtend(left, released); err != nil {
 			l.extMu.Unlock()
 			c.extended(e, err)
 			continue
@@ -252,7 +254,7 @@ func (c *Client) extendTick(tk *tick, es []*entry, late time.Duration) {
 		req := &reqs[k]
 		*req = request{op: opExtend, keys: l.keys, token: l.token, ttl: e.ttl, fam: l.fam, floor: &l.floor, prefix: c.cfg.prefix}
 		rd := &rds[k]
-		c.initRound(rd, e.ctx, req, l.cfg, res[k*n:(k+1)*n:(k+1)*n])
+		c.initRound(rd, e.ctx, req, l.cfg, res[k*n:(k+1)*n:(k+1)*n], start)
 		rd.tick = tk
 		it := &slab[k]
 		*it = batchItem{e: e, rd: rd, kind: kindLetter(l.fam), wire: prefixKeys(c.cfg.prefix, l.keys)}
@@ -263,11 +265,9 @@ func (c *Client) extendTick(tk *tick, es []*entry, late time.Duration) {
 		return
 	}
 	tk.left.Store(int64(len(items)))
-	// Validity counts from here, before the first request goes out.
-	start = time.Now()
+	// Validity counts from start, taken before any request goes out.
 	c.sched.mu.Lock()
 	for _, it := range items {
-		it.rd.start, it.rd.origin = start, start
 		// A round waits for its quorum until the lock's expiry, when Done
 		// closes (extended or not): a reply that comes late, from a node
 		// or a machine that stalled, still extends the lock, counted

@@ -196,22 +196,36 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 func (l *Lock) startExtend(ttl time.Duration) error {
 	now := time.Now()
 	l.mu.Lock()
-	left, released := l.deadline.Sub(now), l.released
-	if !released && left > 0 {
-		l.maxTTL = max(l.maxTTL, ttl)
-		// The request may land, whatever its round decides, and set ttl
-		// from then on: while it is in flight, Validity counts no more
-		// than that (from now, before it is sent).
-		eff := ttl
-		if f := time.Duration(l.floor.Load()); f > 0 {
-			eff = min(eff, f)
-		}
-		if pre := now.Add(eff - drift(eff, l.cfg.driftFactor)); pre.Before(l.deadline) {
-			l.deadline = pre
-			l.armLocked()
-		}
-	}
+	left, released := l.startExtendLocked(now, ttl)
 	l.mu.Unlock()
+	return l.unsentExtend(left, released)
+}
+
+// startExtendLocked is startExtend's part under l.mu, at now: it returns
+// the validity left and whether the lock was released.
+func (l *Lock) startExtendLocked(now time.Time, ttl time.Duration) (left time.Duration, released bool) {
+	left, released = l.deadline.Sub(now), l.released
+	if released || left <= 0 {
+		return left, released
+	}
+	l.maxTTL = max(l.maxTTL, ttl)
+	// The request may land, whatever its round decides, and set ttl from
+	// then on: while it is in flight, Validity counts no more than that
+	// (from now, before it is sent).
+	eff := ttl
+	if f := time.Duration(l.floor.Load()); f > 0 {
+		eff = min(eff, f)
+	}
+	if pre := now.Add(eff - drift(eff, l.cfg.driftFactor)); pre.Before(l.deadline) {
+		l.deadline = pre
+		l.armLocked()
+	}
+	return left, released
+}
+
+// unsentExtend is the error of an extension not sent because the lock was
+// released or had no validity left; nil otherwise.
+func (l *Lock) unsentExtend(left time.Duration, released bool) error {
 	switch {
 	case released:
 		return l.c.unsentError(opExtend, l.shownKeys(), ErrNotHeld, ErrExpired, ErrReleased)

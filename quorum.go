@@ -203,14 +203,14 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 // (batch.go).
 func (c *Client) newRound(ctx context.Context, req *request, cfg *config) *round {
 	rd := &round{done: make(chan struct{})}
-	c.initRound(rd, ctx, req, cfg, make([]NodeResult, len(c.nodes)))
+	c.initRound(rd, ctx, req, cfg, make([]NodeResult, len(c.nodes)), time.Now())
 	return rd
 }
 
 // initRound sets rd up as newRound does, with res (one per node) for its
-// results. An extension batch (batch.go) allocates its rounds and their
+// results, started at start (before any of its requests is sent). An extension batch (batch.go) allocates its rounds and their
 // results in slabs, and gives them no done channel: it asks decided.
-func (c *Client) initRound(rd *round, ctx context.Context, req *request, cfg *config, res []NodeResult) {
+func (c *Client) initRound(rd *round, ctx context.Context, req *request, cfg *config, res []NodeResult, start time.Time) {
 	keys := req.keys
 	need := c.need
 	if req.fam != nil {
@@ -226,7 +226,7 @@ func (c *Client) initRound(rd *round, ctx context.Context, req *request, cfg *co
 	rd.res = res
 	rd.left = len(res)
 	rd.parent = ctx
-	rd.start = time.Now()
+	rd.start = start
 	rd.origin = req.origin
 	if rd.origin.IsZero() {
 		rd.origin = rd.start
