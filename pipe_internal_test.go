@@ -3,6 +3,9 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -157,4 +160,58 @@ func TestPipeNoScriptInBatch(t *testing.T) {
 	require.Positive(t, flushes.Load())
 	require.Less(t, lost.Load(), n.Load()/2, "most attempts must still win")
 	requireNoKeys(t, clients)
+}
+
+// TestPipeLeaderParksThenEnds: a node's leader serves the requests of
+// back-to-back rounds without a new goroutine per request (the same
+// parked goroutines before and after), and ends leaderLinger after the
+// last request although the client is never closed.
+func TestPipeLeaderParksThenEnds(t *testing.T) {
+	nodes := redistest.Nodes(t, 3)
+	c, err := New(redistest.Clients(t, nodes))
+	require.NoError(t, err)
+	ctx := context.Background()
+	cycle := func() {
+		t.Helper()
+		l, err := c.TryLock(ctx, t.Name(), 10*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(ctx))
+	}
+	settled := func(want int) []string {
+		t.Helper()
+		var ids []string
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			ids = parkedLeaders()
+			if len(ids) == want || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		require.Len(t, ids, want, "parked leaders")
+		return ids
+	}
+	cycle()
+	first := settled(3)
+	for range 20 {
+		cycle()
+	}
+	require.Equal(t, first, settled(3), "want the same leader goroutines, got new ones")
+	settled(0) // leaderLinger after the last request, with no Close
+}
+
+// parkedLeaders returns the ids of the goroutines parked in a pipe
+// leader's wait, sorted.
+func parkedLeaders() []string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var ids []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "redlock.(*Client).park(") {
+			id, _, _ := strings.Cut(strings.TrimPrefix(g, "goroutine "), " ")
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
