@@ -232,7 +232,9 @@ func (c *Client) runBatch(nd *node, jobs []job) {
 // same batch carries the same token: that one already ran, and running
 // the earlier one after it could, say, set a key that the later release
 // has already deleted. Such a request is reported failed instead (it
-// did nothing on the node).
+// did nothing on the node). Likewise a refused setnx acquire runs its
+// script (setReply) only when no later request carries its token, and
+// is reported taken otherwise.
 func (c *Client) sendBatch(nd *node, jobs []job, cmds []*redis.Cmd, reps []reply, sent []time.Time) {
 	// The batch serves several rounds: it must not fail because one of
 	// their contexts ends (each round is bounded by its own timer), nor
@@ -283,6 +285,16 @@ func (c *Client) sendBatch(nd *node, jobs []job, cmds []*redis.Cmd, reps []reply
 				continue
 			}
 			res, err = c.eval(jobs[k].ctx, nd, req)
+		}
+		if req.setnx {
+			if err == redis.Nil && laterSameToken(jobs, cmds, k) {
+				// Refused, and a later request with our token (the
+				// lock's release) already ran: what the key held is
+				// settled, and the script would run out of order.
+				reps[k] = reply{st: NodeTaken}
+				continue
+			}
+			res, err = c.setReply(jobs[k].ctx, nd, req, res, err)
 		}
 		reps[k] = c.after(jobs[k].ctx, nd, req, res, err, sent[k])
 	}
