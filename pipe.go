@@ -101,7 +101,9 @@ func (c *Client) submit(nd *node, j job) {
 // parks (see park) and starts over when woken.
 func (c *Client) lead(nd *node, j job) {
 	p := &nd.pipe
-	c.runJob(nd, j)
+	var lc leaderConn // the leader's own connection (node.go)
+	defer lc.drop()
+	c.runJob(nd, &lc, j)
 	var idle *time.Timer // park's, made on the first park
 	for {
 		p.mu.Lock()
@@ -128,9 +130,9 @@ func (c *Client) lead(nd *node, j job) {
 		p.mu.Unlock()
 
 		if len(batch) == 1 {
-			c.runJob(nd, batch[0])
+			c.runJob(nd, &lc, batch[0])
 		} else {
-			c.runBatch(nd, batch)
+			c.runBatch(nd, &lc, batch)
 		}
 		clear(batch) // drop the rounds for the collector
 
@@ -179,21 +181,21 @@ func (c *Client) park(p *pipe, idle **time.Timer) bool {
 }
 
 // runJob runs one job on its own and reports it to its round.
-func (c *Client) runJob(nd *node, j job) {
+func (c *Client) runJob(nd *node, lc *leaderConn, j job) {
 	if j.rd.lost() {
 		j.rd.report(j.i, reply{st: NodeFailed, err: errRoundLost, unsent: true})
 		return
 	}
-	j.rd.report(j.i, c.exec(j.ctx, nd, j.rd.req))
+	j.rd.report(j.i, c.execVia(j.ctx, nd, j.rd.req, lc))
 }
 
 // runBatch sends jobs in one pipeline and reports each to its round, in
 // order. A job whose ctx is already done is reported failed unsent.
-func (c *Client) runBatch(nd *node, jobs []job) {
+func (c *Client) runBatch(nd *node, lc *leaderConn, jobs []job) {
 	if !nd.identified.Load() {
 		// Rare (a node not reached yet): the single path identifies it.
 		for _, j := range jobs {
-			c.runJob(nd, j)
+			c.runJob(nd, lc, j)
 		}
 		return
 	}
@@ -219,7 +221,7 @@ func (c *Client) runBatch(nd *node, jobs []job) {
 		live++
 	}
 	if live > 0 {
-		c.sendBatch(nd, jobs, cmds, reps, sent)
+		c.sendBatch(nd, lc, jobs, cmds, reps, sent)
 	}
 	for k, j := range jobs {
 		j.rd.report(j.i, reps[k])
@@ -234,8 +236,10 @@ func (c *Client) runBatch(nd *node, jobs []job) {
 // has already deleted. Such a request is reported failed instead (it
 // did nothing on the node). Likewise a refused setnx acquire runs its
 // script (setReply) only when no later request carries its token, and
-// is reported taken otherwise.
-func (c *Client) sendBatch(nd *node, jobs []job, cmds []*redis.Cmd, reps []reply, sent []time.Time) {
+// is reported taken otherwise. The batch goes through the leader's own
+// connection lc, and once more through the pool when that connection
+// was closed under it (see leaderConn).
+func (c *Client) sendBatch(nd *node, lc *leaderConn, jobs []job, cmds []*redis.Cmd, reps []reply, sent []time.Time) {
 	// The batch serves several rounds: it must not fail because one of
 	// their contexts ends (each round is bounded by its own timer), nor
 	// carry one caller's values into the others' requests: a go-redis
@@ -258,9 +262,9 @@ func (c *Client) sendBatch(nd *node, jobs []job, cmds []*redis.Cmd, reps []reply
 	if shared {
 		bctx = context.Background()
 	}
-	panicked := func() (p any) {
+	send := func(s sender) (p any) {
 		defer func() { p = recover() }()
-		pl := nd.c.Pipeline()
+		pl := s.Pipeline()
 		for _, cmd := range cmds {
 			if cmd != nil {
 				_ = pl.Process(bctx, cmd)
@@ -268,7 +272,22 @@ func (c *Client) sendBatch(nd *node, jobs []job, cmds []*redis.Cmd, reps []reply
 		}
 		_, _ = pl.Exec(bctx)
 		return nil
-	}()
+	}
+	s, own := lc.get(nd)
+	panicked := send(s)
+	if own && panicked == nil && closedUnder(firstErr(cmds)) {
+		lc.drop()
+		for k, cmd := range cmds {
+			if cmd != nil {
+				cmds[k] = redis.NewCmd(jobs[k].ctx, jobs[k].rd.req.pristine()...)
+			}
+		}
+		s, own = nd.c, false
+		panicked = send(s)
+	}
+	if own && panicked != nil {
+		lc.drop()
+	}
 	for k, cmd := range cmds {
 		if cmd == nil {
 			continue
@@ -284,7 +303,7 @@ func (c *Client) sendBatch(nd *node, jobs []job, cmds []*redis.Cmd, reps []reply
 				reps[k] = reply{st: NodeFailed, err: fmt.Errorf("redlock: script not cached on the node and not retried out of order: %w", err)}
 				continue
 			}
-			res, err = c.eval(jobs[k].ctx, nd, req)
+			res, err = c.eval(jobs[k].ctx, s, req)
 		}
 		if req.setnx {
 			if err == redis.Nil && laterSameToken(jobs, cmds, k) {
@@ -294,10 +313,23 @@ func (c *Client) sendBatch(nd *node, jobs []job, cmds []*redis.Cmd, reps []reply
 				reps[k] = reply{st: NodeTaken}
 				continue
 			}
-			res, err = c.setReply(jobs[k].ctx, nd, req, res, err)
+			res, err = c.setReply(jobs[k].ctx, s, req, res, err)
 		}
 		reps[k] = c.after(jobs[k].ctx, nd, req, res, err, sent[k])
+		if own && reps[k].st == NodeFailed {
+			lc.drop() // the rest of the batch has its replies already
+		}
 	}
+}
+
+// firstErr returns the error of the first non-nil command.
+func firstErr(cmds []*redis.Cmd) error {
+	for _, cmd := range cmds {
+		if cmd != nil {
+			return cmd.Err()
+		}
+	}
+	return nil
 }
 
 // laterSameToken reports whether a request after k in the batch was

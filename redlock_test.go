@@ -156,6 +156,45 @@ func TestKilledNodeWhileHeld(t *testing.T) {
 	require.NoError(t, l2.Unlock(ctx))
 }
 
+// TestConnectionsClosedWhileIdle: the servers close every client
+// connection between two locks (CLIENT KILL, as a server restart or an
+// idle timeout does). The go-redis clients do not retry (MaxRetries -1),
+// yet every node still votes and releases: a request that meets a
+// connection closed under it is sent again on a live one, as the pool's
+// health check would have picked a live one.
+func TestConnectionsClosedWhileIdle(t *testing.T) {
+	nodes, clients := cluster(t, 5)
+	ctx := context.Background()
+	c := newClient(t, clients)
+	admins := make([]*redis.Client, len(nodes))
+	for i, nd := range nodes {
+		admins[i] = redistest.Client(t, nd)
+		require.NoError(t, admins[i].Ping(ctx).Err())
+	}
+	for round := range 3 {
+		l, err := c.TryLock(ctx, key(t), 10*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(ctx))
+		for _, a := range admins {
+			// Not the admin's own connection (SKIPME yes).
+			require.NoError(t, a.ClientKillByFilter(ctx, "TYPE", "normal").Err())
+		}
+		k := key(t)
+		l, err = c.TryLock(ctx, k, 10*time.Second)
+		require.NoError(t, err, "round %d", round)
+		for i, cl := range clients {
+			// The fifth reply may come after the quorum's.
+			eventually(t, 2*time.Second, func() bool { return get(t, cl, k) == l.Token() },
+				"round %d: node %d: want our token", round, i)
+		}
+		require.NoError(t, l.Unlock(ctx), "round %d", round)
+		for i, cl := range clients {
+			eventually(t, 2*time.Second, func() bool { return get(t, cl, k) == "" },
+				"round %d: node %d: want the key released", round, i)
+		}
+	}
+}
+
 // TestStoppedNodeBounded: SIGSTOPped nodes accept connections and never
 // answer. TryLock still returns within the per-node timeout, although the
 // go-redis clients have a 10s read timeout and ignore context deadlines.

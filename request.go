@@ -168,9 +168,15 @@ func (req *request) scriptArgs(cmd string, script any) []any {
 // the script on the node, or the SET of a setnx acquire.
 func (req *request) contactArgs() []any {
 	if req.setnx {
-		return append([]any(nil), req.argv[len(req.argv)-req.width:]...)
+		return req.pristine()
 	}
 	return req.evalArgs()
+}
+
+// pristine returns a copy of the command as prepare built it, for
+// sending it again: a hook may have rewritten a node's copy in place.
+func (req *request) pristine() []any {
+	return append([]any(nil), req.argv[len(req.argv)-req.width:]...)
 }
 
 // reply is one node's answer.
@@ -184,14 +190,25 @@ type reply struct {
 	refused bool
 }
 
-// exec runs one request on one node and classifies the reply. With the
-// restart guard on, a grant from a node that restarted too recently is
-// turned into a failure (see guard.go). A reply of the wrong type, and a
-// panic of go-redis on a malformed reply, are node failures.
-func (c *Client) exec(ctx context.Context, nd *node, req *request) (rep reply) {
+// exec runs one request on one node, through its go-redis client, and
+// classifies the reply. With the restart guard on, a grant from a node
+// that restarted too recently is turned into a failure (see guard.go). A
+// reply of the wrong type, and a panic of go-redis on a malformed reply,
+// are node failures.
+func (c *Client) exec(ctx context.Context, nd *node, req *request) reply {
+	return c.execVia(ctx, nd, req, nil)
+}
+
+// execVia is exec on the node's pipe leader, through its own connection
+// lc (see leaderConn); lc is nil elsewhere.
+func (c *Client) execVia(ctx context.Context, nd *node, req *request, lc *leaderConn) (rep reply) {
+	own := false
 	defer func() {
 		if p := recover(); p != nil {
 			rep = reply{st: NodeFailed, err: fmt.Errorf("redlock: malformed reply: go-redis panicked: %v", p)}
+		}
+		if own && rep.st == NodeFailed {
+			lc.drop()
 		}
 	}()
 	if req.argv == nil {
@@ -201,18 +218,29 @@ func (c *Client) exec(ctx context.Context, nd *node, req *request) (rep reply) {
 	if fail != nil {
 		return *fail
 	}
+	var s sender = nd.c
+	if lc != nil {
+		s, own = lc.get(nd)
+	}
 	var res any
 	var err error
 	if nd.identified.Load() {
-		res, err = nd.c.Do(ctx, req.args(nd.idx)...).Result()
+		res, err = s.Do(ctx, req.args(nd.idx)...).Result()
+		if own && closedUnder(err) && ctx.Err() == nil {
+			// Most likely closed while idle: once more through the
+			// pool, as its health check would have sent it.
+			lc.drop()
+			s, own = nd.c, false
+			res, err = s.Do(ctx, req.pristine()...).Result()
+		}
 	} else {
 		res, err = c.firstContact(ctx, nd, req)
 	}
 	if isNoScript(err) {
-		res, err = c.eval(ctx, nd, req)
+		res, err = c.eval(ctx, s, req)
 	}
 	if req.setnx {
-		res, err = c.setReply(ctx, nd, req, res, err)
+		res, err = c.setReply(ctx, s, req, res, err)
 	}
 	return c.after(ctx, nd, req, res, err, sent)
 }
@@ -224,12 +252,12 @@ func (c *Client) exec(ctx context.Context, nd *node, req *request) (rep reply) {
 // connection), and answers 0 for another holder's; a key of another
 // type fails the script with WRONGTYPE, taken (see after). Anything else
 // is left for after to refuse.
-func (c *Client) setReply(ctx context.Context, nd *node, req *request, res any, err error) (any, error) {
+func (c *Client) setReply(ctx context.Context, s sender, req *request, res any, err error) (any, error) {
 	switch {
 	case err == redis.Nil:
-		res, err = nd.c.Do(ctx, req.scriptArgs("evalsha", req.script.sha)...).Result()
+		res, err = s.Do(ctx, req.scriptArgs("evalsha", req.script.sha)...).Result()
 		if isNoScript(err) {
-			res, err = c.eval(ctx, nd, req)
+			res, err = c.eval(ctx, s, req)
 		}
 		return res, err
 	case err == nil && res == "OK":
@@ -267,10 +295,10 @@ func (c *Client) firstContact(ctx context.Context, nd *node, req *request) (any,
 	return res, err
 }
 
-// eval runs req's script with EVAL, for a node that lost its script
-// cache (a restart, SCRIPT FLUSH).
-func (c *Client) eval(ctx context.Context, nd *node, req *request) (any, error) {
-	return nd.c.Do(ctx, req.evalArgs()...).Result()
+// eval runs req's script with EVAL, through s, for a node that lost its
+// script cache (a restart, SCRIPT FLUSH).
+func (c *Client) eval(ctx context.Context, s sender, req *request) (any, error) {
+	return s.Do(ctx, req.evalArgs()...).Result()
 }
 
 // before runs the checks due before a request is sent: with the restart
