@@ -106,6 +106,9 @@ func (req *request) prepare(n int) {
 		ex[0], ne = req.fence, 1
 	default:
 		req.script = scriptRelease
+		if len(keys) == 1 {
+			req.script = scriptReleaseOne
+		}
 		ne = req.announce(&ex, ne)
 	}
 	w := 4 + len(keys) + ne

@@ -24,6 +24,8 @@ var (
 	extendSrc string
 	//go:embed release.lua
 	releaseSrc string
+	//go:embed release_one.lua
+	releaseOneSrc string
 	//go:embed fenced_set.lua
 	fencedSetSrc string
 	//go:embed read_acquire.lua
@@ -50,6 +52,7 @@ var (
 	scriptFence         = newLua(fenceSrc)
 	scriptExtend        = newLua(extendSrc)
 	scriptRelease       = newLua(releaseSrc)
+	scriptReleaseOne    = newLua(releaseOneSrc)
 	scriptFencedSet     = newLua(fencedSetSrc)
 
 	// The lock family (family.go): per kind, acquire, extend, release.
