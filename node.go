@@ -176,18 +176,20 @@ var (
 )
 
 // A node's pipe leader (pipe.go) sends on a go-redis connection of its
-// own (redis.Client.Conn), taken from the node's pool at its first
-// request and given back when the leader ends, or after leaderConnAge,
-// or when a request on it failed. Through the pool, every
+// own (redis.Client.Conn) while the node is busy: taken from the node's
+// pool at a request, and given back once the leader has waited more
+// than leaderConnIdle for the next, or held it for leaderConnAge, or a
+// request on it failed, or the leader ends. Through the pool, every
 // request paid a checkout and its health check: a syscall and three
 // allocations, 27 of the 72 allocations of an uncontended TryLock+Unlock
 // on 5 nodes, and 6% of the client's CPU.
 //
-// What the health check gave is kept: a request that fails because the
-// connection was closed under it (EOF, a reset: the server restarted, or
-// closed the connection while it sat idle) is sent once more through the
-// pool, as the pool would have sent it on a live connection. Every
-// failed request drops the connection (the next takes another), so a
+// What the health check gave is kept. A connection that sat idle is
+// given back, and the next request's checkout checks the one it takes.
+// A request that fails because the connection was closed under it (EOF,
+// a reset: the server restarted, or closed it in the last idle instant)
+// is sent once more through the pool, as the pool would have sent it on
+// a live connection. Every failed request drops the connection, so a
 // timeout, or a reply out of step, is not carried over. Only for a plain
 // *redis.Client with a pool of at least minPoolForConn: not Sentinel's
 // failover client (its pool follows the master), nor a cluster or a
@@ -204,6 +206,11 @@ type leaderConn struct {
 // minPoolForConn is the smallest go-redis pool a leader takes a
 // connection from.
 const minPoolForConn = 4
+
+// leaderConnIdle is how long a leader waits for the next request before
+// it gives its connection back: longer than the gap between the rounds
+// of back-to-back calls, shorter than a server restart.
+const leaderConnIdle = time.Millisecond
 
 // leaderConnAge is how long a leader keeps a connection before it gives
 // it back to the pool and takes one again.

@@ -121,8 +121,12 @@ func (c *Client) lead(nd *node, j job) {
 			}
 			p.parked = true
 			p.mu.Unlock()
-			if !c.park(p, &idle) {
+			since := time.Now()
+			if !c.park(p, &idle, since) {
 				return
+			}
+			if time.Since(since) > leaderConnIdle {
+				lc.drop() // see leaderConn
 			}
 			continue
 		}
@@ -144,13 +148,12 @@ func (c *Client) lead(nd *node, j job) {
 	}
 }
 
-// park waits, parked, for a submit to hand the leader work (true), for
-// up to leaderLinger, or until Close (false: the leader ends, and the
+// park waits, parked since last, for a submit to hand the leader work
+// (true), for up to leaderLinger, or until Close (false: the leader ends, and the
 // next submit starts a new one). *idle is the leader's timer, made here
 // on first use and then re-armed only when it fires: resetting it on
 // every park would cost more than the park.
-func (c *Client) park(p *pipe, idle **time.Timer) bool {
-	last := time.Now()
+func (c *Client) park(p *pipe, idle **time.Timer, last time.Time) bool {
 	if *idle == nil {
 		*idle = time.NewTimer(leaderLinger)
 	}
