@@ -157,16 +157,20 @@ func (c *Client) park(p *pipe, idle **time.Timer, last time.Time) bool {
 	if *idle == nil {
 		*idle = time.NewTimer(leaderLinger)
 	}
+	t := *idle
 	for {
 		select {
 		case <-p.wake:
 			return true
 		case <-c.closed:
-		case <-(*idle).C:
+		case <-t.C:
+			// Spent: armed again at once, also when the leader goes on
+			// below, or its next park would wait without one.
 			if d := leaderLinger - time.Since(last); d > 0 {
-				(*idle).Reset(d) // armed at an earlier park
+				t.Reset(d) // armed at an earlier park
 				continue
 			}
+			t.Reset(leaderLinger)
 		}
 		p.mu.Lock()
 		if !p.parked {
@@ -178,7 +182,7 @@ func (c *Client) park(p *pipe, idle **time.Timer, last time.Time) bool {
 		}
 		p.parked = false
 		p.mu.Unlock()
-		(*idle).Stop()
+		t.Stop()
 		return false
 	}
 }

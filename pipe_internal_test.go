@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"strings"
@@ -214,4 +215,43 @@ func parkedLeaders() []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// TestPipeLeadersEndAfterChurn: after a while of 16 clients contending
+// for 4 keys (leaders parking and woken all the time, some just as their
+// linger ends), every leader ends leaderLinger after its last request.
+// A leader whose wait timer was spent by a linger that ended at the
+// instant new work came used to park for good.
+func TestPipeLeadersEndAfterChurn(t *testing.T) {
+	nodes := redistest.Nodes(t, 5)
+	var cs []*Client
+	for range 16 {
+		c, err := New(redistest.Clients(t, nodes))
+		require.NoError(t, err)
+		cs = append(cs, c)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				lctx, stop := context.WithTimeout(ctx, time.Second)
+				l, err := c.Lock(lctx, fmt.Sprintf("%s-%d", t.Name(), rand.IntN(4)), 10*time.Second)
+				stop()
+				if err == nil {
+					time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
+					_ = l.Unlock(context.Background())
+				}
+			}
+		})
+	}
+	wg.Wait()
+	deadline := time.Now().Add(2 * time.Second)
+	for n := len(parkedLeaders()); n > 0; n = len(parkedLeaders()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("want every leader ended %v after the load, got %d still parked", leaderLinger, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
