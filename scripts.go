@@ -11,7 +11,9 @@ import (
 // own keys (and, with fencing, their counters FenceKey(key)). go-redis
 // runs them with EVALSHA and falls back to EVAL when a node does not have
 // them cached (after a restart or SCRIPT FLUSH). The SHA-1 is computed
-// once, here, not per call.
+// once, here, not per call. An unfenced acquire of one key goes as a
+// plain SET NX PX, and runs acquire.lua only when refused (see
+// request.prepare); a release of one key runs release_one.lua.
 
 var (
 	//go:embed acquire.lua
