@@ -149,10 +149,10 @@ func (c *Client) lead(nd *node, j job) {
 }
 
 // park waits, parked since last, for a submit to hand the leader work
-// (true), for up to leaderLinger, or until Close (false: the leader ends, and the
-// next submit starts a new one). *idle is the leader's timer, made here
-// on first use and then re-armed only when it fires: resetting it on
-// every park would cost more than the park.
+// (true), for up to leaderLinger, or until Close (false: the leader
+// ends, and the next submit starts a new one). *idle is the leader's
+// timer, made here on first use and then re-armed only when it fires:
+// resetting it on every park would cost more than the park.
 func (c *Client) park(p *pipe, idle **time.Timer, last time.Time) bool {
 	if *idle == nil {
 		*idle = time.NewTimer(leaderLinger)
