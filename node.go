@@ -191,9 +191,9 @@ var (
 // is sent once more through the pool, as the pool would have sent it on
 // a live connection. Every failed request drops the connection, so a
 // timeout, or a reply out of step, is not carried over. Only for a plain
-// *redis.Client with a pool of at least minPoolForConn: not Sentinel's
+// *redis.Client with room in its pool (ownConnFits): not Sentinel's
 // failover client (its pool follows the master), nor a cluster or a
-// ring; and the leader holds one connection of the pool. go-redis copies
+// ring; the leader holds one connection of the pool. go-redis copies
 // a client's hooks into a Conn when it makes it: a hook added to a
 // client after its first lock request reaches the leader's requests once
 // the connection is replaced, within leaderConnAge.
@@ -206,6 +206,15 @@ type leaderConn struct {
 // minPoolForConn is the smallest go-redis pool a leader takes a
 // connection from.
 const minPoolForConn = 4
+
+// ownConnFits reports whether a leader may hold a connection of a client
+// with options o: not Sentinel's failover client, and a pool (and a
+// limit on active connections, if any) of at least minPoolForConn, so
+// that the client's other users are not left waiting for one.
+func ownConnFits(o *redis.Options) bool {
+	return o.Addr != failoverAddr && o.PoolSize >= minPoolForConn &&
+		(o.MaxActiveConns <= 0 || o.MaxActiveConns >= minPoolForConn)
+}
 
 // leaderConnIdle is how long a leader waits for the next request before
 // it gives its connection back: longer than the gap between the rounds
@@ -237,7 +246,7 @@ func (lc *leaderConn) get(nd *node) (sender, bool) {
 		return nd.c, false // a first contact goes through the pool
 	}
 	rc, ok := nd.c.(*redis.Client)
-	if !ok || rc.Options().Addr == failoverAddr || rc.Options().PoolSize < minPoolForConn {
+	if !ok || !ownConnFits(rc.Options()) {
 		lc.off = true
 		return nd.c, false
 	}

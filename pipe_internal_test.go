@@ -255,3 +255,25 @@ func TestPipeLeadersEndAfterChurn(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestOwnConnFits: which go-redis clients a leader takes a connection of
+// its own from.
+func TestOwnConnFits(t *testing.T) {
+	tests := []struct {
+		name string
+		o    redis.Options
+		want bool
+	}{
+		{"default pool", redis.Options{Addr: "a:1", PoolSize: 20}, true},
+		{"pool of minPoolForConn", redis.Options{Addr: "a:1", PoolSize: minPoolForConn}, true},
+		{"small pool", redis.Options{Addr: "a:1", PoolSize: minPoolForConn - 1}, false},
+		{"few active connections", redis.Options{Addr: "a:1", PoolSize: 20, MaxActiveConns: 2}, false},
+		{"enough active connections", redis.Options{Addr: "a:1", PoolSize: 20, MaxActiveConns: minPoolForConn}, true},
+		{"failover client", redis.Options{Addr: failoverAddr, PoolSize: 20}, false},
+	}
+	for _, tt := range tests {
+		if got := ownConnFits(&tt.o); got != tt.want {
+			t.Errorf("%s: want %v, got %v", tt.name, tt.want, got)
+		}
+	}
+}
