@@ -14,11 +14,16 @@ import (
 // A node's requests go through its pipe. While a request (or a batch) is
 // in flight to a node, the requests that rounds hand to that node queue
 // up, and the next batch sends all of them in one go-redis pipeline: one
-// write and one read for the lot, on our side and on the server's. An
-// idle node gets a request at once, on a new goroutine of the client's
-// errgroup (Close waits for the group); under load the goroutine that
-// runs a node's batch (its leader) keeps going until the queue is empty,
-// so queued requests cost neither a goroutine nor a channel.
+// write and one read for the lot, on our side and on the server's. The
+// goroutine that runs a node's requests (its leader) is one of the
+// client's errgroup (Close waits for the group). It keeps going until the
+// queue is empty, so queued requests cost neither a goroutine nor a
+// channel; then it parks for up to leaderLinger, and the next request of
+// an idle node wakes it rather than start a goroutine. A fresh goroutine
+// per request cost more than the wake-up: its stack grew (copied) two or
+// three times in go-redis on every request, 20% of the client's CPU in
+// an uncontended Lock+Unlock. A leader idle for leaderLinger ends, so an
+// idle client, even one never closed, keeps no goroutine.
 //
 // A pipe also orders a node's requests: they are executed in the order
 // rounds handed them over, because a batch is sent only after the
@@ -40,16 +45,25 @@ type job struct {
 
 // pipe queues the jobs of one node; see above.
 type pipe struct {
-	mu    sync.Mutex
-	busy  bool  // a leader is running
-	queue []job // waiting for the next batch
-	spare []job // the previous batch's slice, for reuse
+	mu     sync.Mutex
+	busy   bool  // a leader is running
+	parked bool  // a leader waits for work on wake
+	queue  []job // waiting for the next batch
+	spare  []job // the previous batch's slice, for reuse
+	// wake hands work to a parked leader: sent once by the submit that
+	// clears parked, so that it never blocks (capacity 1).
+	wake chan struct{}
 }
 
-// submit hands j to nd: at once on a new goroutine of the client's group
-// when nd is idle, else to the running leader's next batch. Rounds call it in node order
-// from their own goroutine, so a node sees a caller's requests in the
-// order the caller made them.
+// leaderLinger is how long an idle node's leader waits for the next
+// request before it ends.
+const leaderLinger = 250 * time.Millisecond
+
+// submit hands j to nd: to the running leader's next batch when nd is
+// busy, else to its parked leader, else to a new leader on a goroutine
+// of the client's group. Rounds call it in node order from their own
+// goroutine, so a node sees a caller's requests in the order the caller
+// made them.
 func (c *Client) submit(nd *node, j job) {
 	p := &nd.pipe
 	p.mu.Lock()
@@ -71,6 +85,16 @@ func (c *Client) submit(nd *node, j job) {
 		return
 	}
 	p.busy = true
+	if p.parked {
+		p.parked = false
+		p.queue = append(p.queue, j)
+		p.mu.Unlock()
+		p.wake <- struct{}{}
+		return
+	}
+	if p.wake == nil {
+		p.wake = make(chan struct{}, 1)
+	}
 	p.mu.Unlock()
 	c.spawn(func() error {
 		c.lead(nd, j)
@@ -78,25 +102,46 @@ func (c *Client) submit(nd *node, j job) {
 	}, true)
 }
 
-// lead runs j, then batches of queued jobs until none is left.
+// lead runs j, then batches of queued jobs until none is left, then
+// parks (see park) and starts over when woken.
 func (c *Client) lead(nd *node, j job) {
 	p := &nd.pipe
-	c.runJob(nd, j)
+	var lc leaderConn // the leader's own connection (node.go)
+	defer lc.drop()
+	c.runJob(nd, &lc, j)
+	var idle *time.Timer // park's, made on the first park
 	for {
 		p.mu.Lock()
 		batch := p.queue
 		if len(batch) == 0 {
 			p.busy = false
+			if c.isClosed() {
+				// After Close: a leader of the last Extends and Unlocks
+				// (see spawn), which must not wait for more.
+				p.mu.Unlock()
+				if idle != nil {
+					idle.Stop()
+				}
+				return
+			}
+			p.parked = true
 			p.mu.Unlock()
-			return
+			since := time.Now()
+			if !c.park(p, &idle, since) {
+				return
+			}
+			if time.Since(since) > leaderConnIdle {
+				lc.drop() // see leaderConn
+			}
+			continue
 		}
 		p.queue, p.spare = p.spare[:0], nil
 		p.mu.Unlock()
 
 		if len(batch) == 1 {
-			c.runJob(nd, batch[0])
+			c.runJob(nd, &lc, batch[0])
 		} else {
-			c.runBatch(nd, batch)
+			c.runBatch(nd, &lc, batch)
 		}
 		clear(batch) // drop the rounds for the collector
 
@@ -108,26 +153,65 @@ func (c *Client) lead(nd *node, j job) {
 	}
 }
 
+// park waits, parked since last, for a submit to hand the leader work
+// (true), for up to leaderLinger, or until Close (false: the leader
+// ends, and the next submit starts a new one). *idle is the leader's
+// timer, made here on first use and then re-armed only when it fires:
+// resetting it on every park would cost more than the park.
+func (c *Client) park(p *pipe, idle **time.Timer, last time.Time) bool {
+	if *idle == nil {
+		*idle = time.NewTimer(leaderLinger)
+	}
+	t := *idle
+	for {
+		select {
+		case <-p.wake:
+			return true
+		case <-c.closed:
+		case <-t.C:
+			// Spent: armed again at once, also when the leader goes on
+			// below, or its next park would wait without one.
+			if d := leaderLinger - time.Since(last); d > 0 {
+				t.Reset(d) // armed at an earlier park
+				continue
+			}
+			t.Reset(leaderLinger)
+		}
+		p.mu.Lock()
+		if !p.parked {
+			// A submit handed us work at the same moment; its wake is
+			// sent or on its way.
+			p.mu.Unlock()
+			<-p.wake
+			return true
+		}
+		p.parked = false
+		p.mu.Unlock()
+		t.Stop()
+		return false
+	}
+}
+
 // runJob runs one job on its own and reports it to its round.
-func (c *Client) runJob(nd *node, j job) {
+func (c *Client) runJob(nd *node, lc *leaderConn, j job) {
 	if j.bt != nil {
-		c.execBatch(nd, j.bt)
+		c.execBatch(nd, j.bt) // through the pool: a batch alone is rare
 		return
 	}
 	if j.rd.lost() {
 		j.rd.report(j.i, reply{st: NodeFailed, err: errRoundLost, unsent: true})
 		return
 	}
-	j.rd.report(j.i, c.exec(j.ctx, nd, j.rd.req))
+	j.rd.report(j.i, c.execVia(j.ctx, nd, j.rd.req, lc))
 }
 
 // runBatch sends jobs in one pipeline and reports each to its round, in
 // order. A job whose ctx is already done is reported failed unsent.
-func (c *Client) runBatch(nd *node, jobs []job) {
+func (c *Client) runBatch(nd *node, lc *leaderConn, jobs []job) {
 	if !nd.identified.Load() {
 		// Rare (a node not reached yet): the single path identifies it.
 		for _, j := range jobs {
-			c.runJob(nd, j)
+			c.runJob(nd, lc, j)
 		}
 		return
 	}
@@ -163,7 +247,7 @@ func (c *Client) runBatch(nd *node, jobs []job) {
 		live++
 	}
 	if live > 0 {
-		c.sendBatch(nd, jobs, cmds, reps, sent)
+		c.sendBatch(nd, lc, jobs, cmds, reps, sent)
 	}
 	for k, j := range jobs {
 		switch {
@@ -183,8 +267,12 @@ func (c *Client) runBatch(nd *node, jobs []job) {
 // same batch carries the same token: that one already ran, and running
 // the earlier one after it could, say, set a key that the later release
 // has already deleted. Such a request is reported failed instead (it
-// did nothing on the node).
-func (c *Client) sendBatch(nd *node, jobs []job, cmds []*redis.Cmd, reps []reply, sent []time.Time) {
+// did nothing on the node). Likewise a refused setnx acquire runs its
+// script (setReply) only when no later request carries its token, and
+// is reported taken otherwise. The batch goes through the leader's own
+// connection lc, and once more through the pool when that connection
+// was closed under it (see leaderConn).
+func (c *Client) sendBatch(nd *node, lc *leaderConn, jobs []job, cmds []*redis.Cmd, reps []reply, sent []time.Time) {
 	// The batch serves several rounds: it must not fail because one of
 	// their contexts ends (each round is bounded by its own timer), nor
 	// carry one caller's values into the others' requests: a go-redis
@@ -207,9 +295,9 @@ func (c *Client) sendBatch(nd *node, jobs []job, cmds []*redis.Cmd, reps []reply
 	if shared {
 		bctx = context.Background()
 	}
-	panicked := func() (p any) {
+	send := func(s sender) (p any) {
 		defer func() { p = recover() }()
-		pl := nd.c.Pipeline()
+		pl := s.Pipeline()
 		for _, cmd := range cmds {
 			if cmd != nil {
 				_ = pl.Process(bctx, cmd)
@@ -217,7 +305,26 @@ func (c *Client) sendBatch(nd *node, jobs []job, cmds []*redis.Cmd, reps []reply
 		}
 		_, _ = pl.Exec(bctx)
 		return nil
-	}()
+	}
+	s, own := lc.get(nd)
+	panicked := send(s)
+	if own && panicked == nil && closedUnder(firstErr(cmds)) {
+		lc.drop()
+		for k, cmd := range cmds {
+			switch {
+			case cmd == nil:
+			case jobs[k].bt != nil:
+				cmds[k] = redis.NewCmd(jobs[k].ctx, jobs[k].bt.args(false)...)
+			default:
+				cmds[k] = redis.NewCmd(jobs[k].ctx, jobs[k].rd.req.pristine()...)
+			}
+		}
+		s, own = nd.c, false
+		panicked = send(s)
+	}
+	if own && panicked != nil {
+		lc.drop()
+	}
 	for k, cmd := range cmds {
 		if cmd == nil {
 			continue
@@ -234,6 +341,9 @@ func (c *Client) sendBatch(nd *node, jobs []job, cmds []*redis.Cmd, reps []reply
 				res, err = nd.c.Do(bctx, b.args(true)...).Result()
 			}
 			c.deliver(nd, b, res, err, sent[k])
+			if own && err != nil {
+				lc.drop() // the rest of the batch has its replies already
+			}
 			continue
 		}
 		req := jobs[k].rd.req
@@ -247,10 +357,33 @@ func (c *Client) sendBatch(nd *node, jobs []job, cmds []*redis.Cmd, reps []reply
 				reps[k] = reply{st: NodeFailed, err: fmt.Errorf("redlock: script not cached on the node and not retried out of order: %w", err)}
 				continue
 			}
-			res, err = c.eval(jobs[k].ctx, nd, req)
+			res, err = c.eval(jobs[k].ctx, s, req)
+		}
+		if req.setnx {
+			if err == redis.Nil && laterSameToken(jobs, cmds, k) {
+				// Refused, and a later request with our token (the
+				// lock's release) already ran: what the key held is
+				// settled, and the script would run out of order.
+				reps[k] = reply{st: NodeTaken}
+				continue
+			}
+			res, err = c.setReply(jobs[k].ctx, s, req, res, err)
 		}
 		reps[k] = c.after(jobs[k].ctx, nd, req, res, err, sent[k])
+		if own && reps[k].st == NodeFailed {
+			lc.drop() // the rest of the batch has its replies already
+		}
 	}
+}
+
+// firstErr returns the error of the first non-nil command.
+func firstErr(cmds []*redis.Cmd) error {
+	for _, cmd := range cmds {
+		if cmd != nil {
+			return cmd.Err()
+		}
+	}
+	return nil
 }
 
 // laterSameToken reports whether a request after k in the batch was

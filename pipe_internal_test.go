@@ -3,6 +3,10 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -157,4 +161,119 @@ func TestPipeNoScriptInBatch(t *testing.T) {
 	require.Positive(t, flushes.Load())
 	require.Less(t, lost.Load(), n.Load()/2, "most attempts must still win")
 	requireNoKeys(t, clients)
+}
+
+// TestPipeLeaderParksThenEnds: a node's leader serves the requests of
+// back-to-back rounds without a new goroutine per request (the same
+// parked goroutines before and after), and ends leaderLinger after the
+// last request although the client is never closed.
+func TestPipeLeaderParksThenEnds(t *testing.T) {
+	nodes := redistest.Nodes(t, 3)
+	c, err := New(redistest.Clients(t, nodes))
+	require.NoError(t, err)
+	ctx := context.Background()
+	cycle := func() {
+		t.Helper()
+		l, err := c.TryLock(ctx, t.Name(), 10*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(ctx))
+	}
+	settled := func(want int) []string {
+		t.Helper()
+		var ids []string
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			ids = parkedLeaders()
+			if len(ids) == want || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		require.Len(t, ids, want, "parked leaders")
+		return ids
+	}
+	cycle()
+	first := settled(3)
+	for range 20 {
+		cycle()
+	}
+	require.Equal(t, first, settled(3), "want the same leader goroutines, got new ones")
+	settled(0) // leaderLinger after the last request, with no Close
+}
+
+// parkedLeaders returns the ids of the goroutines parked in a pipe
+// leader's wait, sorted.
+func parkedLeaders() []string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var ids []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "redlock.(*Client).park(") {
+			id, _, _ := strings.Cut(strings.TrimPrefix(g, "goroutine "), " ")
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// TestPipeLeadersEndAfterChurn: after a while of 16 clients contending
+// for 4 keys (leaders parking and woken all the time, some just as their
+// linger ends), every leader ends leaderLinger after its last request.
+// A leader whose wait timer was spent by a linger that ended at the
+// instant new work came used to park for good.
+func TestPipeLeadersEndAfterChurn(t *testing.T) {
+	nodes := redistest.Nodes(t, 5)
+	var cs []*Client
+	for range 16 {
+		c, err := New(redistest.Clients(t, nodes))
+		require.NoError(t, err)
+		cs = append(cs, c)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				lctx, stop := context.WithTimeout(ctx, time.Second)
+				l, err := c.Lock(lctx, fmt.Sprintf("%s-%d", t.Name(), rand.IntN(4)), 10*time.Second)
+				stop()
+				if err == nil {
+					time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
+					_ = l.Unlock(context.Background())
+				}
+			}
+		})
+	}
+	wg.Wait()
+	deadline := time.Now().Add(2 * time.Second)
+	for n := len(parkedLeaders()); n > 0; n = len(parkedLeaders()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("want every leader ended %v after the load, got %d still parked", leaderLinger, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestOwnConnFits: which go-redis clients a leader takes a connection of
+// its own from.
+func TestOwnConnFits(t *testing.T) {
+	tests := []struct {
+		name string
+		o    redis.Options
+		want bool
+	}{
+		{"default pool", redis.Options{Addr: "a:1", PoolSize: 20}, true},
+		{"pool of minPoolForConn", redis.Options{Addr: "a:1", PoolSize: minPoolForConn}, true},
+		{"small pool", redis.Options{Addr: "a:1", PoolSize: minPoolForConn - 1}, false},
+		{"few active connections", redis.Options{Addr: "a:1", PoolSize: 20, MaxActiveConns: 2}, false},
+		{"enough active connections", redis.Options{Addr: "a:1", PoolSize: 20, MaxActiveConns: minPoolForConn}, true},
+		{"failover client", redis.Options{Addr: failoverAddr, PoolSize: 20}, false},
+	}
+	for _, tt := range tests {
+		if got := ownConnFits(&tt.o); got != tt.want {
+			t.Errorf("%s: want %v, got %v", tt.name, tt.want, got)
+		}
+	}
 }

@@ -156,6 +156,81 @@ func TestKilledNodeWhileHeld(t *testing.T) {
 	require.NoError(t, l2.Unlock(ctx))
 }
 
+// TestConnectionsClosedUnderRequests: each server closes every client
+// connection (CLIENT KILL, as a restart does) just before a lock's
+// request to it goes out. The go-redis clients do not retry (MaxRetries
+// -1), yet every node still votes and releases: a request that meets a
+// connection closed under it is sent again on a live one, as the pool's
+// health check would have picked a live one.
+func TestConnectionsClosedUnderRequests(t *testing.T) {
+	nodes := redistest.Nodes(t, 5)
+	ctx := context.Background()
+	clients := make([]redis.UniversalClient, len(nodes))
+	hooks := make([]*killFirst, len(nodes))
+	for i, nd := range nodes {
+		hooks[i] = &killFirst{admin: redistest.Client(t, nd)}
+		require.NoError(t, hooks[i].admin.Ping(ctx).Err())
+		cl := redistest.Client(t, nd)
+		cl.AddHook(hooks[i])
+		clients[i] = cl
+	}
+	c := newClient(t, clients)
+	arm := func() {
+		for _, h := range hooks {
+			h.armed.Store(true)
+		}
+	}
+	for round := range 3 {
+		k := key(t)
+		l, err := c.TryLock(ctx, key(t), 10*time.Second)
+		require.NoError(t, err) // the leaders now hold connections
+		require.NoError(t, l.Unlock(ctx))
+		arm()
+		l, err = c.TryLock(ctx, k, 10*time.Second)
+		require.NoError(t, err, "round %d", round)
+		// The last replies may come after the quorum's, and the kills
+		// may cut our own GETs short.
+		for i, cl := range clients {
+			eventually(t, 2*time.Second, func() bool {
+				v, err := cl.Get(ctx, k).Result()
+				return err == nil && v == l.Token()
+			}, "round %d: node %d: want our token", round, i)
+		}
+		arm()
+		require.NoError(t, l.Unlock(ctx), "round %d", round)
+		for i, cl := range clients {
+			eventually(t, 2*time.Second, func() bool { return cl.Get(ctx, k).Err() == redis.Nil },
+				"round %d: node %d: want the key released", round, i)
+		}
+	}
+}
+
+// killFirst is a go-redis hook that, when armed, has the server close
+// every client connection but admin's before the next lock request
+// (SET, EVALSHA) goes out, once.
+type killFirst struct {
+	admin *redis.Client
+	armed atomic.Bool
+}
+
+func (h *killFirst) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *killFirst) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := cmd.Name(); (n == "set" || n == "evalsha") && h.armed.CompareAndSwap(true, false) {
+			// Not the admin's own connection (SKIPME yes).
+			if err := h.admin.ClientKillByFilter(ctx, "TYPE", "normal").Err(); err != nil {
+				return err
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *killFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
 // TestStoppedNodeBounded: SIGSTOPped nodes accept connections and never
 // answer. TryLock still returns within the per-node timeout, although the
 // go-redis clients have a 10s read timeout and ignore context deadlines.

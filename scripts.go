@@ -11,7 +11,9 @@ import (
 // own keys (and, with fencing, their counters FenceKey(key)). go-redis
 // runs them with EVALSHA and falls back to EVAL when a node does not have
 // them cached (after a restart or SCRIPT FLUSH). The SHA-1 is computed
-// once, here, not per call.
+// once, here, not per call. An unfenced acquire of one key goes as a
+// plain SET NX PX, and runs acquire.lua only when refused (see
+// request.prepare); a release of one key runs release_one.lua.
 
 var (
 	//go:embed acquire.lua
@@ -24,6 +26,8 @@ var (
 	extendSrc string
 	//go:embed release.lua
 	releaseSrc string
+	//go:embed release_one.lua
+	releaseOneSrc string
 	//go:embed fenced_set.lua
 	fencedSetSrc string
 	//go:embed read_acquire.lua
@@ -50,6 +54,7 @@ var (
 	scriptFence         = newLua(fenceSrc)
 	scriptExtend        = newLua(extendSrc)
 	scriptRelease       = newLua(releaseSrc)
+	scriptReleaseOne    = newLua(releaseOneSrc)
 	scriptFencedSet     = newLua(fencedSetSrc)
 
 	// The lock family (family.go): per kind, acquire, extend, release.
