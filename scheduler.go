@@ -114,6 +114,7 @@ func (s *sched) addLocked(c *Client, e *entry, due, dl time.Time) {
 	e.due, e.dl = due, dl
 	e.rekey()
 	if e.idx >= 0 {
+		s.h[e.idx].key = e.key
 		heap.Fix(&s.h, e.idx)
 	} else {
 		heap.Push(&s.h, e)
@@ -142,6 +143,7 @@ func (s *sched) expireAt(e *entry, exp time.Time) bool {
 	e.exp = exp
 	e.rekey()
 	if e.idx >= 0 {
+		s.h[e.idx].key = e.key
 		heap.Fix(&s.h, e.idx)
 		if e.idx == 0 {
 			s.poke()
@@ -187,8 +189,9 @@ func (s *sched) loop(c *Client) {
 			return
 		}
 		now := time.Now()
-		wait := s.h[0].at().Sub(now)
-		if gap := last.Add(tickGap).Sub(now); wait < gap && (s.h[0].exp.IsZero() || s.h[0].exp.After(now)) {
+		top := s.h[0].e
+		wait := top.at().Sub(now)
+		if gap := last.Add(tickGap).Sub(now); wait < gap && (top.exp.IsZero() || top.exp.After(now)) {
 			wait = gap // no tick sooner than tickGap after the last one
 		}
 		if wait > 0 {
@@ -201,11 +204,11 @@ func (s *sched) loop(c *Client) {
 			}
 			continue
 		}
-		late := max(now.Sub(s.h[0].at()), 0)
+		late := max(now.Sub(top.at()), 0)
 		last = now
 		var expired, due []*entry
 		for len(s.h) > 0 {
-			e := s.h[0]
+			e := s.h[0].e
 			switch {
 			case !e.exp.IsZero() && !e.exp.After(now):
 				expired = append(expired, e)
@@ -249,23 +252,30 @@ func (s *sched) measured(late time.Duration) {
 }
 
 // entryHeap is a min-heap of entries by when they are next looked at.
-type entryHeap []*entry
+// Each slot holds its entry's key, so that comparisons read the heap's
+// own array, not 100 000 entries scattered over the heap memory.
+type entryHeap []slot
+
+type slot struct {
+	key int64
+	e   *entry
+}
 
 func (h entryHeap) Len() int           { return len(h) }
 func (h entryHeap) Less(i, j int) bool { return h[i].key < h[j].key }
 func (h entryHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].idx, h[j].idx = i, j
+	h[i].e.idx, h[j].e.idx = i, j
 }
 func (h *entryHeap) Push(x any) {
 	e := x.(*entry)
 	e.idx = len(*h)
-	*h = append(*h, e)
+	*h = append(*h, slot{key: e.key, e: e})
 }
 func (h *entryHeap) Pop() any {
 	old := *h
-	e := old[len(old)-1]
-	old[len(old)-1] = nil
+	e := old[len(old)-1].e
+	old[len(old)-1] = slot{}
 	*h = old[:len(old)-1]
 	e.idx = -1
 	if cap(*h) > 64 && len(*h) < cap(*h)/4 {
