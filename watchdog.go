@@ -311,7 +311,7 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 func (l *Lock) do(ctx context.Context, fn func(ctx context.Context) error) error {
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer func() {
-		// Unlock stops the extender and waits for it; a panic goes on.
+		// Unlock takes the lock out of the scheduler; a panic goes on.
 		_ = l.Unlock(context.WithoutCancel(ctx))
 		cancel(nil)
 	}()
