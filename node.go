@@ -211,8 +211,15 @@ const minPoolForConn = 4
 // with options o: not Sentinel's failover client, and a pool (and a
 // limit on active connections, if any) of at least minPoolForConn, so
 // that the client's other users are not left waiting for one.
+//
+// And RESP2 only (Protocol 2). With RESP3, go-redis v9.23 may switch its
+// maintenance notifications off (auto mode, on a server that refuses
+// them) by writing the Options it shares with every Conn of the client,
+// each under a lock of its own: a connection initialized through a Conn
+// while the pool initializes another is a data race (the race detector
+// caught it in TestStress). A RESP2 client never writes there.
 func ownConnFits(o *redis.Options) bool {
-	return o.Addr != failoverAddr && o.PoolSize >= minPoolForConn &&
+	return o.Addr != failoverAddr && o.Protocol == 2 && o.PoolSize >= minPoolForConn &&
 		(o.MaxActiveConns <= 0 || o.MaxActiveConns >= minPoolForConn)
 }
 

@@ -264,12 +264,13 @@ func TestOwnConnFits(t *testing.T) {
 		o    redis.Options
 		want bool
 	}{
-		{"default pool", redis.Options{Addr: "a:1", PoolSize: 20}, true},
-		{"pool of minPoolForConn", redis.Options{Addr: "a:1", PoolSize: minPoolForConn}, true},
-		{"small pool", redis.Options{Addr: "a:1", PoolSize: minPoolForConn - 1}, false},
-		{"few active connections", redis.Options{Addr: "a:1", PoolSize: 20, MaxActiveConns: 2}, false},
-		{"enough active connections", redis.Options{Addr: "a:1", PoolSize: 20, MaxActiveConns: minPoolForConn}, true},
-		{"failover client", redis.Options{Addr: failoverAddr, PoolSize: 20}, false},
+		{"RESP2, default pool", redis.Options{Addr: "a:1", Protocol: 2, PoolSize: 20}, true},
+		{"RESP3 (go-redis's default)", redis.Options{Addr: "a:1", Protocol: 3, PoolSize: 20}, false},
+		{"pool of minPoolForConn", redis.Options{Addr: "a:1", Protocol: 2, PoolSize: minPoolForConn}, true},
+		{"small pool", redis.Options{Addr: "a:1", Protocol: 2, PoolSize: minPoolForConn - 1}, false},
+		{"few active connections", redis.Options{Addr: "a:1", Protocol: 2, PoolSize: 20, MaxActiveConns: 2}, false},
+		{"enough active connections", redis.Options{Addr: "a:1", Protocol: 2, PoolSize: 20, MaxActiveConns: minPoolForConn}, true},
+		{"failover client", redis.Options{Addr: failoverAddr, Protocol: 2, PoolSize: 20}, false},
 	}
 	for _, tt := range tests {
 		if got := ownConnFits(&tt.o); got != tt.want {

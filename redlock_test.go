@@ -158,7 +158,8 @@ func TestKilledNodeWhileHeld(t *testing.T) {
 
 // TestConnectionsClosedUnderRequests: each server closes every client
 // connection (CLIENT KILL, as a restart does) just before a lock's
-// request to it goes out. The go-redis clients do not retry (MaxRetries
+// request to it goes out, on RESP2 clients, whose leaders send on
+// connections of their own. The go-redis clients do not retry (MaxRetries
 // -1), yet every node still votes and releases: a request that meets a
 // connection closed under it is sent again on a live one, as the pool's
 // health check would have picked a live one.
@@ -170,7 +171,11 @@ func TestConnectionsClosedUnderRequests(t *testing.T) {
 	for i, nd := range nodes {
 		hooks[i] = &killFirst{admin: redistest.Client(t, nd)}
 		require.NoError(t, hooks[i].admin.Ping(ctx).Err())
-		cl := redistest.Client(t, nd)
+		// RESP2: a leader holds a connection of its own only on a RESP2
+		// client (see ownConnFits), and that is the path under test.
+		cl := redis.NewClient(&redis.Options{Addr: nd.Addr(), Protocol: 2, MaxRetries: -1,
+			DialTimeout: 250 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
+		t.Cleanup(func() { _ = cl.Close() })
 		cl.AddHook(hooks[i])
 		clients[i] = cl
 	}
