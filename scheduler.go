@@ -162,9 +162,19 @@ func (s *sched) poke() {
 
 // remove takes e out of the scheduler for good. An extension of it in
 // flight still ends, but nothing follows it (see extended), and the lock
-// ignores it once released (Lock.endExtend). It is idempotent.
+// ignores it once released (Lock.endExtend). It also unregisters the
+// AutoExtend ctx's AfterFunc. It is idempotent.
 func (s *sched) remove(e *entry) {
+	s.takeOut(e)
+	e.stop()
+}
+
+// takeOut is remove without unregistering the AfterFunc: for that
+// AfterFunc itself, which may run before AutoExtend has even stored its
+// stop function (a ctx already done).
+func (s *sched) takeOut(e *entry) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	e.gone = true
 	if e.idx >= 0 {
 		heap.Remove(&s.h, e.idx)
@@ -172,8 +182,6 @@ func (s *sched) remove(e *entry) {
 			s.poke() // the loop returns now, not when its timer fires
 		}
 	}
-	s.mu.Unlock()
-	e.stop()
 }
 
 // loop runs the ticks; it returns when no entry is left.

@@ -437,3 +437,28 @@ func TestBatchCluster(t *testing.T) {
 	}
 	unlockAll(locks, 4)
 }
+
+// TestAutoExtendCancelledCtx: AutoExtend with a ctx already done (its
+// AfterFunc then runs at once, maybe before AutoExtend returns) or done
+// at random instants right after: no extension, no panic, and the lock
+// lives out its validity; Unlock still releases it.
+func TestAutoExtendCancelledCtx(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	for i := range 300 {
+		l, err := rl.TryLock(ctx, key(t), 5*time.Second)
+		require.NoError(t, err)
+		actx, cancel := context.WithCancel(ctx)
+		if i%2 == 0 {
+			cancel()
+		} else {
+			go cancel()
+		}
+		require.NoError(t, l.AutoExtend(actx), "round %d", i)
+		require.NoError(t, l.Err(), "round %d: the lock lives out its validity", i)
+		require.NoError(t, l.Unlock(ctx), "round %d", i)
+		cancel()
+	}
+	eventually(t, 2*time.Second, func() bool { return schedulerLoops() == 0 }, "the scheduler still runs")
+}

@@ -237,7 +237,7 @@ func (l *Lock) AutoExtend(ctx context.Context) error {
 	// No goroutine waits for ctx: when it is done, the entry is taken
 	// out and the lock's own timer watches its expiry again.
 	e.stop = context.AfterFunc(ctx, func() {
-		l.c.sched.remove(e)
+		l.c.sched.takeOut(e)
 		l.mu.Lock()
 		l.armLocked()
 		l.mu.Unlock()
