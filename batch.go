@@ -231,7 +231,7 @@ func (c *Client) extendTick(tk *tick, es []*entry, late time.Duration) {
 		if !l.extMu.TryLock() {
 			// An Extend of the caller's is in flight, for at most its
 			// per-node timeout: look again then.
-			s.requeue(c, e, start.Add(l.cfg.timeoutFor(e.ttl)), e.dl)
+			s.add(c, e, start.Add(l.cfg.timeoutFor(e.ttl)), e.dl)
 			continue
 		}
 		l.mu.Lock()
@@ -241,7 +241,7 @@ func (c *Client) extendTick(tk *tick, es []*entry, late time.Duration) {
 			// due yet.
 			l.mu.Unlock()
 			l.extMu.Unlock()
-			s.requeue(c, e, due, dl)
+			s.add(c, e, due, dl)
 			continue
 		}
 		left, released := l.startExtendLocked(start, e.ttl)
@@ -281,16 +281,21 @@ func (c *Client) extendTick(tk *tick, es []*entry, late time.Duration) {
 		}
 	}
 	c.sched.mu.Unlock()
-	var plain []*batchJob // shared by the nodes that take any keys together
+	// Built once, shared by the nodes of each kind.
+	var plain, bySlot []*batchJob
 	for _, nd := range c.nodes {
 		var jobs []*batchJob
-		if shardingOf(nd.c) == shardSlot {
-			jobs = slotBatches(items)
-		} else {
+		switch {
+		case shardingOf(nd.c) != shardSlot:
 			if plain == nil {
 				plain = chunkBatches(items)
 			}
 			jobs = plain
+		default:
+			if bySlot == nil {
+				bySlot = slotBatches(items)
+			}
+			jobs = bySlot
 		}
 		for _, b := range jobs {
 			c.submit(nd, job{bt: b, i: nd.idx, ctx: context.Background()})

@@ -23,14 +23,23 @@ local function clock()
   return now
 end
 
+-- held: 1 when key k holds want, -1 when it holds something else, 0
+-- when it is missing.
+local function held(k, want)
+  local v = redis.call('GET', k)
+  if v == want then
+    return 1
+  elseif v then
+    return -1
+  end
+  return 0
+end
+
 local function key(k0, n, tok, ttl)
   for i = k0, k0 + n - 1 do
-    local v = redis.call('GET', KEYS[i])
-    if v ~= tok then
-      if v then
-        return -1
-      end
-      return 0
+    local h = held(KEYS[i], tok)
+    if h ~= 1 then
+      return h
     end
   end
   for i = k0, k0 + n - 1 do
@@ -41,12 +50,9 @@ end
 
 local function path(k0, n, tok, ttl)
   local d = n / 2
-  local v = redis.call('GET', KEYS[k0 + d - 1])
-  if v ~= tok then
-    if v then
-      return -1
-    end
-    return 0
+  local h = held(KEYS[k0 + d - 1], tok)
+  if h ~= 1 then
+    return h
   end
   local t = clock()
   local exp = t + tonumber(ttl)
@@ -61,12 +67,9 @@ local function path(k0, n, tok, ttl)
 end
 
 local function read(k0, n, tok, ttl)
-  local v = redis.call('GET', KEYS[k0])
-  if v ~= marker then
-    if v then
-      return -1
-    end
-    return 0
+  local h = held(KEYS[k0], marker)
+  if h ~= 1 then
+    return h
   end
   local t = clock()
   local s = redis.call('ZSCORE', KEYS[k0 + 1], tok)

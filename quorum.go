@@ -237,7 +237,7 @@ func (c *Client) initRound(rd *round, ctx context.Context, req *request, cfg *co
 	}
 }
 
-// decided reports whether rd's outcome is known.
+// isDecided reports whether rd's outcome is known.
 func (rd *round) isDecided() bool {
 	rd.mu.Lock()
 	defer rd.mu.Unlock()

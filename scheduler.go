@@ -100,7 +100,8 @@ const tickGap = 2 * time.Millisecond
 // than each in its own tick.
 func (e *entry) coalesce() time.Duration { return e.ttl / 16 }
 
-// add schedules e to be extended at due.
+// add schedules e to be extended at due (dl: the lock's deadline), unless
+// it was removed.
 func (s *sched) add(c *Client, e *entry, due, dl time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -291,10 +292,6 @@ func (h *entryHeap) Pop() any {
 	}
 	return e
 }
-
-// requeue schedules e again at due (dl: the lock's deadline), unless it
-// was removed meanwhile.
-func (s *sched) requeue(c *Client, e *entry, due, dl time.Time) { s.add(c, e, due, dl) }
 
 // limitReached reports whether a hold limit (WithMaxExtensions,
 // WithMaxHold) forbids e's next extension; then e is dropped and the

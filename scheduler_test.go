@@ -26,10 +26,46 @@ func takeMany(t testing.TB, rl *redlock.Client, prefix string, n, g int, ttl tim
 	t.Helper()
 	ctx := context.Background()
 	locks := make([]*redlock.Lock, n)
+	start := time.Now()
+	err := inParallel(n, g, func(i int) error {
+		var l *redlock.Lock
+		var err error
+		// A loaded machine (-race, 256 goroutines on 2 cores) may time
+		// nodes out: try again, backing off, for up to 30s.
+		for try, end := 0, time.Now().Add(30*time.Second); ; try++ {
+			if l, err = rl.TryLock(ctx, fmt.Sprintf("%s-%d", prefix, i), ttl); err == nil || time.Now().After(end) {
+				break
+			}
+			time.Sleep(time.Duration(min(try+1, 10)) * 5 * time.Millisecond) // backing off, not synchronizing
+		}
+		if err == nil && auto {
+			err = l.AutoExtend(ctx)
+		}
+		if err != nil {
+			return fmt.Errorf("lock %d: %w", i, err)
+		}
+		locks[i] = l
+		return nil
+	})
+	rate := float64(n) / time.Since(start).Seconds()
+	require.NoError(t, err)
+	return locks, rate
+}
+
+// unlockAll unlocks locks from g goroutines.
+func unlockAll(locks []*redlock.Lock, g int) {
+	_ = inParallel(len(locks), g, func(i int) error {
+		_ = locks[i].Unlock(context.Background())
+		return nil
+	})
+}
+
+// inParallel runs f(0) .. f(n-1) on g goroutines; a goroutine stops at
+// its first error, and the first error is returned.
+func inParallel(n, g int, f func(i int) error) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	errs := make(chan error, g)
-	start := time.Now()
+	var first atomic.Value
 	for range g {
 		wg.Add(1)
 		go func() {
@@ -39,54 +75,16 @@ func takeMany(t testing.TB, rl *redlock.Client, prefix string, n, g int, ttl tim
 				if i >= n {
 					return
 				}
-				var l *redlock.Lock
-				var err error
-				// A loaded machine (-race, 256 goroutines on 2 cores) may
-				// time nodes out: try again, backing off, for up to 30s.
-				for try, end := 0, time.Now().Add(30*time.Second); ; try++ {
-					if l, err = rl.TryLock(ctx, fmt.Sprintf("%s-%d", prefix, i), ttl); err == nil || time.Now().After(end) {
-						break
-					}
-					time.Sleep(time.Duration(min(try+1, 10)) * 5 * time.Millisecond) // backing off, not synchronizing
-				}
-				if err == nil && auto {
-					err = l.AutoExtend(ctx)
-				}
-				if err != nil {
-					errs <- fmt.Errorf("lock %d: %w", i, err)
+				if err := f(i); err != nil {
+					first.CompareAndSwap(nil, err)
 					return
 				}
-				locks[i] = l
 			}
 		}()
 	}
 	wg.Wait()
-	rate := float64(n) / time.Since(start).Seconds()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
-	return locks, rate
-}
-
-// unlockAll unlocks locks from g goroutines.
-func unlockAll(locks []*redlock.Lock, g int) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range g {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(locks) {
-					return
-				}
-				_ = locks[i].Unlock(context.Background())
-			}
-		}()
-	}
-	wg.Wait()
+	err, _ := first.Load().(error)
+	return err
 }
 
 // heapNow returns the live heap after a collection.

@@ -138,6 +138,39 @@ func run(n, workers int, ttl, hold time.Duration, prof string) error {
 // as it is taken; with rel, it unlocks them again at once instead.
 func take(ctx context.Context, rl *redlock.Client, prefix string, n, workers int, ttl time.Duration, rel bool) ([]*redlock.Lock, error) {
 	locks := make([]*redlock.Lock, n)
+	err := parallel(n, workers, func(i int) error {
+		var l *redlock.Lock
+		var err error
+		for try := 0; try < 5; try++ {
+			if l, err = rl.TryLock(ctx, fmt.Sprintf("%s-%d", prefix, i), ttl); err == nil {
+				break
+			}
+		}
+		if err == nil && !rel {
+			err = l.AutoExtend(ctx) // at once: a lock taken early must not expire while the others are taken
+		}
+		locks[i] = l
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if rel {
+		release(locks, workers)
+	}
+	return locks, nil
+}
+
+func release(locks []*redlock.Lock, workers int) {
+	_ = parallel(len(locks), workers, func(i int) error {
+		_ = locks[i].Unlock(context.Background())
+		return nil
+	})
+}
+
+// parallel runs f(0) .. f(n-1) on workers goroutines; a worker stops at
+// its first error, and the first error is returned.
+func parallel(n, workers int, f func(i int) error) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var first atomic.Value
@@ -150,51 +183,16 @@ func take(ctx context.Context, rl *redlock.Client, prefix string, n, workers int
 				if i >= n {
 					return
 				}
-				var l *redlock.Lock
-				var err error
-				for try := 0; try < 5; try++ {
-					if l, err = rl.TryLock(ctx, fmt.Sprintf("%s-%d", prefix, i), ttl); err == nil {
-						break
-					}
-				}
-				if err == nil && !rel {
-					err = l.AutoExtend(ctx) // at once: a lock taken early must not expire while the others are taken
-				}
-				if err != nil {
+				if err := f(i); err != nil {
 					first.CompareAndSwap(nil, err)
 					return
 				}
-				locks[i] = l
 			}
 		}()
 	}
 	wg.Wait()
-	if err, _ := first.Load().(error); err != nil {
-		return nil, err
-	}
-	if rel {
-		release(locks, workers)
-	}
-	return locks, nil
-}
-
-func release(locks []*redlock.Lock, workers int) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(locks) {
-					return
-				}
-				_ = locks[i].Unlock(context.Background())
-			}
-		}()
-	}
-	wg.Wait()
+	err, _ := first.Load().(error)
+	return err
 }
 
 func liveHeap() uint64 {
