@@ -172,17 +172,29 @@ type sender interface {
 
 var (
 	_ sender = redis.UniversalClient(nil)
-	_ sender = (*redis.Conn)(nil)
+	_ sender = (*redis.Tx)(nil)
 )
 
 // A node's pipe leader (pipe.go) sends on a go-redis connection of its
-// own (redis.Client.Conn) while the node is busy: taken from the node's
-// pool at a request, and given back once the leader has waited more
-// than leaderConnIdle for the next, or held it for leaderConnAge, or a
-// request on it failed, or the leader ends. Through the pool, every
-// request paid a checkout and its health check: a syscall and three
-// allocations, 27 of the 72 allocations of an uncontended TryLock+Unlock
-// on 5 nodes, and 6% of the client's CPU.
+// own while the node is busy: taken from the node's pool at a request,
+// and given back once the leader has waited more than leaderConnIdle
+// for the next, or held it for leaderConnAge, or a request on it failed,
+// or the leader ends. Through the pool, every request paid a checkout
+// and its health check: a syscall and three allocations, 27 of the 72
+// allocations of an uncontended TryLock+Unlock on 5 nodes, and 6% of the
+// client's CPU.
+//
+// The connection is held by a go-redis Tx (redis.Client.Watch, with no
+// key: no WATCH is sent, and none is left to undo), not a redis.Conn. A
+// Conn shares its client's *Options, and with RESP3 go-redis v9.23 may
+// write there (it switches its maintenance notifications off, in auto
+// mode, on a server that refuses them) under a lock of the client's or
+// of the Conn's own: a connection initialized through a Conn while the
+// pool initializes another is a data race (the race detector caught it
+// in TestStress). A Tx takes a copy of the options, under the client's
+// lock, and writes only its copy. Watch hands the Tx to a callback and
+// ends it when the callback returns, so a short-lived goroutine holds
+// that callback open until the leader drops the connection.
 //
 // What the health check gave is kept. A connection that sat idle is
 // given back, and the next request's checkout checks the one it takes.
@@ -194,13 +206,15 @@ var (
 // *redis.Client with room in its pool (ownConnFits): not Sentinel's
 // failover client (its pool follows the master), nor a cluster or a
 // ring; the leader holds one connection of the pool. go-redis copies
-// a client's hooks into a Conn when it makes it: a hook added to a
-// client after its first lock request reaches the leader's requests once
-// the connection is replaced, within leaderConnAge.
+// a client's hooks into a Tx when it makes it: a hook added to a client
+// after its first lock request reaches the leader's requests once the
+// connection is replaced, within leaderConnAge.
 type leaderConn struct {
-	conn  *redis.Conn
-	until time.Time // give it back then (leaderConnAge)
-	off   bool      // the node's client is not one for a connection of its own
+	tx    *redis.Tx
+	done  chan struct{} // closed to end the Watch that holds tx
+	ended chan struct{} // closed when that Watch has returned
+	until time.Time     // give it back then (leaderConnAge)
+	off   bool          // the node's client is not one for a connection of its own
 }
 
 // minPoolForConn is the smallest go-redis pool a leader takes a
@@ -211,15 +225,8 @@ const minPoolForConn = 4
 // with options o: not Sentinel's failover client, and a pool (and a
 // limit on active connections, if any) of at least minPoolForConn, so
 // that the client's other users are not left waiting for one.
-//
-// And RESP2 only (Protocol 2). With RESP3, go-redis v9.23 may switch its
-// maintenance notifications off (auto mode, on a server that refuses
-// them) by writing the Options it shares with every Conn of the client,
-// each under a lock of its own: a connection initialized through a Conn
-// while the pool initializes another is a data race (the race detector
-// caught it in TestStress). A RESP2 client never writes there.
 func ownConnFits(o *redis.Options) bool {
-	return o.Addr != failoverAddr && o.Protocol == 2 && o.PoolSize >= minPoolForConn &&
+	return o.Addr != failoverAddr && o.PoolSize >= minPoolForConn &&
 		(o.MaxActiveConns <= 0 || o.MaxActiveConns >= minPoolForConn)
 }
 
@@ -237,15 +244,15 @@ const leaderConnIdle = time.Millisecond
 // more than the checkout saved. Giving the connection back often keeps
 // it fresh, and bounds how long a hook added to the client, or a
 // connection gone stale, goes unseen; taking one costs the pool's
-// checkout, once per leaderConnAge.
+// checkout and a goroutine, once per leaderConnAge.
 const leaderConnAge = 100 * time.Millisecond
 
 // get returns what the leader of nd sends through, and whether it is the
 // leader's own connection.
 func (lc *leaderConn) get(nd *node) (sender, bool) {
-	if lc.conn != nil {
+	if lc.tx != nil {
 		if time.Now().Before(lc.until) {
-			return lc.conn, true
+			return lc.tx, true
 		}
 		lc.drop()
 	}
@@ -257,17 +264,34 @@ func (lc *leaderConn) get(nd *node) (sender, bool) {
 		lc.off = true
 		return nd.c, false
 	}
-	lc.conn = rc.Conn()
-	lc.until = time.Now().Add(leaderConnAge)
-	return lc.conn, true
+	got := make(chan *redis.Tx, 1)
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		_ = rc.Watch(context.Background(), func(tx *redis.Tx) error {
+			got <- tx
+			<-done
+			return nil
+		})
+	}()
+	select {
+	case tx := <-got:
+		lc.tx, lc.done, lc.ended = tx, done, ended
+		lc.until = time.Now().Add(leaderConnAge)
+		return tx, true
+	case <-ended: // Watch returned without calling back: not expected
+		lc.off = true
+		return nd.c, false
+	}
 }
 
 // drop gives the connection back to the pool, which discards it if
-// go-redis found it broken.
+// go-redis found it broken, and returns once it has.
 func (lc *leaderConn) drop() {
-	if lc.conn != nil {
-		_ = lc.conn.Close()
-		lc.conn = nil
+	if lc.tx != nil {
+		close(lc.done)
+		<-lc.ended
+		lc.tx, lc.done, lc.ended = nil, nil, nil
 	}
 }
 

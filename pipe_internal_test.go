@@ -265,7 +265,7 @@ func TestOwnConnFits(t *testing.T) {
 		want bool
 	}{
 		{"RESP2, default pool", redis.Options{Addr: "a:1", Protocol: 2, PoolSize: 20}, true},
-		{"RESP3 (go-redis's default)", redis.Options{Addr: "a:1", Protocol: 3, PoolSize: 20}, false},
+		{"RESP3 (go-redis's default)", redis.Options{Addr: "a:1", Protocol: 3, PoolSize: 20}, true},
 		{"pool of minPoolForConn", redis.Options{Addr: "a:1", Protocol: 2, PoolSize: minPoolForConn}, true},
 		{"small pool", redis.Options{Addr: "a:1", Protocol: 2, PoolSize: minPoolForConn - 1}, false},
 		{"few active connections", redis.Options{Addr: "a:1", Protocol: 2, PoolSize: 20, MaxActiveConns: 2}, false},

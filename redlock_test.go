@@ -158,12 +158,18 @@ func TestKilledNodeWhileHeld(t *testing.T) {
 
 // TestConnectionsClosedUnderRequests: each server closes every client
 // connection (CLIENT KILL, as a restart does) just before a lock's
-// request to it goes out, on RESP2 clients, whose leaders send on
-// connections of their own. The go-redis clients do not retry (MaxRetries
-// -1), yet every node still votes and releases: a request that meets a
-// connection closed under it is sent again on a live one, as the pool's
-// health check would have picked a live one.
+// request to it goes out, while the leaders send on connections of their
+// own, with RESP2 and RESP3 clients. The go-redis clients do not retry
+// (MaxRetries -1), yet every node still votes and releases: a request
+// that meets a connection closed under it is sent again on a live one,
+// as the pool's health check would have picked a live one.
 func TestConnectionsClosedUnderRequests(t *testing.T) {
+	for _, proto := range []int{2, 3} {
+		t.Run(fmt.Sprintf("RESP%d", proto), func(t *testing.T) { connectionsClosedUnderRequests(t, proto) })
+	}
+}
+
+func connectionsClosedUnderRequests(t *testing.T, proto int) {
 	nodes := redistest.Nodes(t, 5)
 	ctx := context.Background()
 	clients := make([]redis.UniversalClient, len(nodes))
@@ -171,9 +177,7 @@ func TestConnectionsClosedUnderRequests(t *testing.T) {
 	for i, nd := range nodes {
 		hooks[i] = &killFirst{admin: redistest.Client(t, nd)}
 		require.NoError(t, hooks[i].admin.Ping(ctx).Err())
-		// RESP2: a leader holds a connection of its own only on a RESP2
-		// client (see ownConnFits), and that is the path under test.
-		cl := redis.NewClient(&redis.Options{Addr: nd.Addr(), Protocol: 2, MaxRetries: -1,
+		cl := redis.NewClient(&redis.Options{Addr: nd.Addr(), Protocol: proto, MaxRetries: -1,
 			DialTimeout: 250 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
 		t.Cleanup(func() { _ = cl.Close() })
 		cl.AddHook(hooks[i])
@@ -633,4 +637,82 @@ func TestValidityAndExtend(t *testing.T) {
 	for _, cl := range clients {
 		eventually(t, 2*time.Second, func() bool { return get(t, cl, l.Key()) == "" }, "a node keeps the key after Unlock")
 	}
+}
+
+// TestOwnConnFreshRESP3Clients: lock cycles on fresh RESP3 go-redis
+// clients (maintenance notifications in auto mode, which Redis 7
+// refuses), while other goroutines open connections of the same clients.
+// go-redis writes its options when a connection meets the refusal; a
+// leader that held its connection through a redis.Conn, which shares
+// those options under a lock of its own, made that a data race (see
+// leaderConn). A hook slows the refused handshake, so that connections
+// opened over 30ms all meet it, and the leaders take theirs meanwhile.
+// It is a test of what the race detector finds: it fails only under
+// -race (with the leader on a redis.Conn, it did in 5 of 6 runs).
+func TestOwnConnFreshRESP3Clients(t *testing.T) {
+	nodes := redistest.Nodes(t, 3)
+	ctx := context.Background()
+	for round := range 15 {
+		clients := make([]redis.UniversalClient, len(nodes))
+		for i, nd := range nodes {
+			cl := redis.NewClient(&redis.Options{Addr: nd.Addr(), Protocol: 3, MaxRetries: -1,
+				DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
+			t.Cleanup(func() { _ = cl.Close() })
+			cl.AddHook(slowHandshake{})
+			clients[i] = cl
+		}
+		// Several lock clients on the same go-redis clients: their
+		// leaders hold several connections, so some are new ones.
+		lcs := make([]*redlock.Client, 6)
+		for i := range lcs {
+			lcs[i] = newClient(t, clients)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 256)
+		for g := range 15 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Duration(g) * 2 * time.Millisecond) // staggered over 30ms
+				if g%5 == 0 {
+					for _, cl := range clients {
+						errs <- cl.Ping(ctx).Err()
+					}
+					return
+				}
+				c := lcs[g%len(lcs)]
+				for i := range 5 {
+					l, err := c.TryLock(ctx, fmt.Sprintf("%s-%d-%d-%d", key(t), round, g, i), 10*time.Second)
+					if err == nil {
+						err = l.Unlock(ctx)
+					}
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err, "round %d", round)
+		}
+	}
+}
+
+// slowHandshake is a go-redis hook that delays go-redis's own CLIENT
+// MAINT_NOTIFICATIONS, sent as a RESP3 connection opens, by 20ms.
+type slowHandshake struct{}
+
+func (slowHandshake) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (slowHandshake) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if a := cmd.Args(); len(a) > 1 && cmd.Name() == "client" && fmt.Sprint(a[1]) == "maint_notifications" {
+			time.Sleep(20 * time.Millisecond)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (slowHandshake) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
