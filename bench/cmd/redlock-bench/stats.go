@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"syscall"
 	"time"
 )
 
@@ -19,9 +20,13 @@ type row struct {
 	OpsPerSec   float64 `json:"ops_per_sec,omitempty"`
 	AllocsPerOp float64 `json:"allocs_per_op,omitempty"`
 	BytesPerOp  float64 `json:"bytes_per_op,omitempty"`
-	Errors      int     `json:"errors"`
-	NA          bool    `json:"na,omitempty"` // the API does not exist yet
-	Note        string  `json:"note,omitempty"`
+	// CPUus is the client process's CPU time (user + system) per cycle,
+	// in µs: the nodes are other processes, and on a machine whose cores
+	// the client shares with them, the client's CPU is the nodes' wait.
+	CPUus  float64 `json:"cpu_us,omitempty"`
+	Errors int     `json:"errors"`
+	NA     bool    `json:"na,omitempty"` // the API does not exist yet
+	Note   string  `json:"note,omitempty"`
 }
 
 // latencies fills the percentile fields from samples.
@@ -60,6 +65,7 @@ type series struct {
 	cycles   int
 	mallocs  uint64
 	bytes    uint64
+	cpu      time.Duration
 	errors   int
 	firstErr string
 }
@@ -80,6 +86,7 @@ func (s *series) run(ctx context.Context, n int, d time.Duration, allocs bool) {
 	if allocs {
 		runtime.ReadMemStats(&before)
 	}
+	cpu0 := processCPU()
 	end := time.Now().Add(d)
 	done := 0
 	for ; done < n && ctx.Err() == nil; done++ {
@@ -99,6 +106,7 @@ func (s *series) run(ctx context.Context, n int, d time.Duration, allocs bool) {
 		}
 		s.samples = append(s.samples, el)
 	}
+	s.cpu += processCPU() - cpu0
 	if allocs {
 		runtime.ReadMemStats(&after)
 		s.mallocs += after.Mallocs - before.Mallocs
@@ -112,6 +120,7 @@ func (s *series) row(scenario string, allocs bool) row {
 	if allocs && s.cycles > 0 {
 		r.AllocsPerOp = float64(s.mallocs) / float64(s.cycles)
 		r.BytesPerOp = float64(s.bytes) / float64(s.cycles)
+		r.CPUus = float64(s.cpu) / float64(time.Microsecond) / float64(s.cycles)
 	}
 	r.latencies(s.samples)
 	return r
@@ -127,4 +136,13 @@ func fmtDur(us float64) string {
 	default:
 		return fmt.Sprintf("%.1f ms", us/1000)
 	}
+}
+
+// processCPU is this process's CPU time so far, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
