@@ -91,6 +91,7 @@ func run(selected []string, iters int, duration time.Duration) (*results, error)
 	e := &env{ctx: ctx, iters: iters, duration: duration}
 	for _, s := range servers {
 		e.addrs = append(e.addrs, s.Addr())
+		e.pids = append(e.pids, s.PID())
 	}
 	fmt.Fprintf(os.Stderr, "redis-server nodes: %s\n", strings.Join(e.addrs, " "))
 	if slices.Contains(selected, scSlow) {

@@ -166,8 +166,8 @@ func targets(rows []row) []target {
 
 func markdown(w io.Writer, res *results) {
 	fmt.Fprintf(w, "Machine: %s.  \nCommand: `%s` (%s).\n\n", res.Machine, res.Command, res.Elapsed)
-	fmt.Fprintln(w, "| scenario | implementation | p50 | p90 | p99 | cycles/s | allocs/op | B/op | client CPU µs/op | n | errors |")
-	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+	fmt.Fprintln(w, "| scenario | implementation | p50 | p90 | p99 | cycles/s | allocs/op | B/op | client CPU µs/op | nodes' CPU µs/op | n | errors |")
+	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 	num := func(v float64) string {
 		if v == 0 {
 			return "–"
@@ -176,11 +176,11 @@ func markdown(w io.Writer, res *results) {
 	}
 	for _, r := range res.Rows {
 		if r.NA {
-			fmt.Fprintf(w, "| %s | %s | n/a | n/a | n/a | n/a | n/a | n/a | n/a | – | – |\n", r.Scenario, r.Impl)
+			fmt.Fprintf(w, "| %s | %s | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | – | – |\n", r.Scenario, r.Impl)
 			continue
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d |\n", r.Scenario, r.Impl,
-			fmtDur(r.P50us), fmtDur(r.P90us), fmtDur(r.P99us), num(r.OpsPerSec), num(r.AllocsPerOp), num(r.BytesPerOp), num(r.CPUus), r.N, r.Errors)
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d |\n", r.Scenario, r.Impl,
+			fmtDur(r.P50us), fmtDur(r.P90us), fmtDur(r.P99us), num(r.OpsPerSec), num(r.AllocsPerOp), num(r.BytesPerOp), num(r.CPUus), num(r.NodeCPUus), r.N, r.Errors)
 	}
 	fmt.Fprintln(w)
 	notes := false

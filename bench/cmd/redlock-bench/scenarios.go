@@ -69,6 +69,7 @@ const (
 type env struct {
 	ctx      context.Context
 	addrs    []string // the 5 nodes
+	pids     []int    // their redis-server processes
 	slow     []string // the same, with the last node behind the slow proxy
 	iters    int
 	duration time.Duration
@@ -136,7 +137,8 @@ func (e *env) latency(scenario string, ms []maker, addrs []string, o latencyOpts
 			e.add(row{Scenario: scenarioTitle[scenario], Impl: m.name, Errors: 1, Note: err.Error()})
 			continue
 		}
-		all = append(all, &series{im: im, keys: keys(scenario+":"+m.name, 256), samples: make([]time.Duration, 0, o.iters)})
+		all = append(all, &series{im: im, keys: keys(scenario+":"+m.name, 256), samples: make([]time.Duration, 0, o.iters),
+			nodeCPU: func() time.Duration { return nodesCPU(e.pids) }})
 	}
 	for _, s := range all {
 		s.warm(e.ctx, o.warm, o.budget/4)

@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -23,10 +26,13 @@ type row struct {
 	// CPUus is the client process's CPU time (user + system) per cycle,
 	// in µs: the nodes are other processes, and on a machine whose cores
 	// the client shares with them, the client's CPU is the nodes' wait.
-	CPUus  float64 `json:"cpu_us,omitempty"`
-	Errors int     `json:"errors"`
-	NA     bool    `json:"na,omitempty"` // the API does not exist yet
-	Note   string  `json:"note,omitempty"`
+	CPUus float64 `json:"cpu_us,omitempty"`
+	// NodeCPUus is the CPU time of the 5 redis-server processes per
+	// cycle, in µs (/proc/PID/schedstat): what the requests cost them.
+	NodeCPUus float64 `json:"node_cpu_us,omitempty"`
+	Errors    int     `json:"errors"`
+	NA        bool    `json:"na,omitempty"` // the API does not exist yet
+	Note      string  `json:"note,omitempty"`
 }
 
 // latencies fills the percentile fields from samples.
@@ -66,6 +72,8 @@ type series struct {
 	mallocs  uint64
 	bytes    uint64
 	cpu      time.Duration
+	nodeCPU  func() time.Duration // the nodes' CPU time so far
+	nodes    time.Duration        // the nodes' CPU time over the timed blocks
 	errors   int
 	firstErr string
 }
@@ -86,7 +94,7 @@ func (s *series) run(ctx context.Context, n int, d time.Duration, allocs bool) {
 	if allocs {
 		runtime.ReadMemStats(&before)
 	}
-	cpu0 := processCPU()
+	cpu0, nodes0 := processCPU(), s.nodeCPU()
 	end := time.Now().Add(d)
 	done := 0
 	for ; done < n && ctx.Err() == nil; done++ {
@@ -107,6 +115,7 @@ func (s *series) run(ctx context.Context, n int, d time.Duration, allocs bool) {
 		s.samples = append(s.samples, el)
 	}
 	s.cpu += processCPU() - cpu0
+	s.nodes += s.nodeCPU() - nodes0
 	if allocs {
 		runtime.ReadMemStats(&after)
 		s.mallocs += after.Mallocs - before.Mallocs
@@ -121,6 +130,7 @@ func (s *series) row(scenario string, allocs bool) row {
 		r.AllocsPerOp = float64(s.mallocs) / float64(s.cycles)
 		r.BytesPerOp = float64(s.bytes) / float64(s.cycles)
 		r.CPUus = float64(s.cpu) / float64(time.Microsecond) / float64(s.cycles)
+		r.NodeCPUus = float64(s.nodes) / float64(time.Microsecond) / float64(s.cycles)
 	}
 	r.latencies(s.samples)
 	return r
@@ -145,4 +155,27 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// nodesCPU is the CPU time so far of the processes pids, from the first
+// field of /proc/PID/schedstat (nanoseconds on a CPU); 0 where it cannot
+// be read.
+func nodesCPU(pids []int) time.Duration {
+	var sum time.Duration
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+		if err != nil {
+			return 0
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			return 0
+		}
+		ns, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0
+		}
+		sum += time.Duration(ns)
+	}
+	return sum
 }
