@@ -268,6 +268,9 @@ func (lc *leaderConn) get(nd *node) (sender, bool) {
 	done, ended := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(ended)
+		// A panic in go-redis here would end the process: it is taken
+		// as a Watch that returned (no connection of our own).
+		defer func() { _ = recover() }()
 		_ = rc.Watch(context.Background(), func(tx *redis.Tx) error {
 			got <- tx
 			<-done
