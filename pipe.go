@@ -110,6 +110,7 @@ func (c *Client) lead(nd *node, j job) {
 	defer lc.drop()
 	c.runJob(nd, &lc, j)
 	var idle *time.Timer // park's, made on the first park
+	var hold *time.Timer // holdConn's, made on its first use
 	for {
 		p.mu.Lock()
 		batch := p.queue
@@ -127,11 +128,16 @@ func (c *Client) lead(nd *node, j job) {
 			p.parked = true
 			p.mu.Unlock()
 			since := time.Now()
+			if lc.tx != nil {
+				if holdConn(p, &hold) {
+					continue
+				}
+				// Idle: the connection goes back to the pool now, not
+				// when the leader ends (see leaderConn).
+				lc.drop()
+			}
 			if !c.park(p, &idle, since) {
 				return
-			}
-			if time.Since(since) > leaderConnIdle {
-				lc.drop() // see leaderConn
 			}
 			continue
 		}
@@ -188,6 +194,28 @@ func (c *Client) park(p *pipe, idle **time.Timer, last time.Time) bool {
 		p.parked = false
 		p.mu.Unlock()
 		t.Stop()
+		return false
+	}
+}
+
+// holdConn waits, parked, for up to leaderConnIdle for a submit to hand
+// the leader work (true) while it holds its own connection. A parked
+// leader that kept its connection for the whole of leaderLinger kept it
+// from the other users of the pool: with a few Clients on the same small
+// go-redis pool, the parked leaders of some took every connection, and
+// the requests of another waited until they ended, past the node
+// timeout.
+func holdConn(p *pipe, t **time.Timer) bool {
+	if *t == nil {
+		*t = time.NewTimer(leaderConnIdle)
+	} else {
+		(*t).Reset(leaderConnIdle)
+	}
+	select {
+	case <-p.wake:
+		(*t).Stop()
+		return true
+	case <-(*t).C:
 		return false
 	}
 }
@@ -342,7 +370,11 @@ func (c *Client) sendBatch(nd *node, lc *leaderConn, jobs []job, cmds []*redis.C
 			}
 			c.deliver(nd, b, res, err, sent[k])
 			if own && err != nil {
-				lc.drop() // the rest of the batch has its replies already
+				// The rest of the batch has its replies already; what
+				// it still sends (a script run again) goes through the
+				// pool, not the connection given back.
+				lc.drop()
+				s, own = nd.c, false
 			}
 			continue
 		}
@@ -371,7 +403,8 @@ func (c *Client) sendBatch(nd *node, lc *leaderConn, jobs []job, cmds []*redis.C
 		}
 		reps[k] = c.after(jobs[k].ctx, nd, req, res, err, sent[k])
 		if own && reps[k].st == NodeFailed {
-			lc.drop() // the rest of the batch has its replies already
+			lc.drop() // as above
+			s, own = nd.c, false
 		}
 	}
 }

@@ -1,0 +1,870 @@
+package redlock
+
+// Adversarial tests of the pipe leader's own connection (leaderConn, a
+// go-redis Tx held open by a Watch on a goroutine of its own), against
+// real redis-server nodes.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed543a70bd/redlock/internal/redisnode"
+	"github.com/seed543a70bd/redlock/internal/redistest"
+)
+
+// advEventually polls cond every 5ms until it holds or wait passes.
+func advEventually(t *testing.T, wait time.Duration, cond func() bool, format string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: "+format, append([]any{wait}, args...)...)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// advWatchers counts the goroutines that hold a leader's Tx open (the
+// Watch of leaderConn.get).
+func advWatchers() int {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "redlock.(*leaderConn).get.func") {
+			n++
+		}
+	}
+	return n
+}
+
+// advClient is a go-redis client of nd with the test defaults (no
+// retries, short timeouts) changed by mod, closed when the test ends.
+func advClient(t *testing.T, nd *redisnode.Node, mod func(*redis.Options)) *redis.Client {
+	t.Helper()
+	o := &redis.Options{Addr: nd.Addr(), Password: nd.Password(), MaxRetries: -1, DialerRetries: 1,
+		DialTimeout: 250 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond}
+	if mod != nil {
+		mod(o)
+	}
+	cl := redis.NewClient(o)
+	t.Cleanup(func() { _ = cl.Close() })
+	return cl
+}
+
+func advClients(t *testing.T, nodes []*redisnode.Node, mod func(*redis.Options)) []redis.UniversalClient {
+	t.Helper()
+	out := make([]redis.UniversalClient, len(nodes))
+	for i, nd := range nodes {
+		out[i] = advClient(t, nd, mod)
+	}
+	return out
+}
+
+// advNew is New with a per-node timeout far above a reply's time on a
+// loaded machine, closed when the test ends.
+func advNew(t *testing.T, clients []redis.UniversalClient, opts ...Option) *Client {
+	t.Helper()
+	c, err := New(clients, append([]Option{WithNodeTimeout(250 * time.Millisecond)}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// advSettled waits until no leader holds a Tx and every client's pool
+// has all its connections idle: none was kept out of the pool.
+func advSettled(t *testing.T, clients []redis.UniversalClient) {
+	t.Helper()
+	advEventually(t, 5*time.Second, func() bool { return advWatchers() == 0 }, "%d Watch goroutines left", advWatchers())
+	for i, cl := range clients {
+		rc := cl.(*redis.Client)
+		advEventually(t, 2*time.Second, func() bool {
+			s := rc.PoolStats()
+			return s.TotalConns == s.IdleConns
+		}, "node %d: connections out of the pool: %+v", i, rc.PoolStats())
+	}
+}
+
+// advCycles runs workers goroutines of n TryLock+Unlock cycles on
+// distinct keys and returns the errors.
+func advCycles(c *Client, name string, workers, n int) []error {
+	ctx := context.Background()
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range n {
+				l, err := c.TryLock(ctx, fmt.Sprintf("%s-%d-%d", name, w, i), 10*time.Second)
+				if err == nil {
+					err = l.Unlock(ctx)
+				}
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// gateHook holds the SET of one key (a lock's acquire) until open is
+// closed, after signalling entered.
+type gateHook struct {
+	key     string
+	entered chan struct{}
+	open    chan struct{}
+	once    sync.Once
+}
+
+func (h *gateHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *gateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if a := cmd.Args(); cmd.Name() == "set" && len(a) > 1 && a[1] == h.key {
+			h.once.Do(func() { close(h.entered) })
+			<-h.open
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestAdvTxBatchAfterDrop: in one batch on the leader's own connection,
+// a request that fails on the node (a permit refused for its limit)
+// drops the connection; a later request of the same batch that must send
+// a second command (a refused SET NX of a lock runs the acquire script)
+// must send it on a live connection, not on the Tx just given back
+// ("redis: client is closed"): the lock is taken by another holder, not
+// a node failure.
+func TestAdvTxBatchAfterDrop(t *testing.T) {
+	nodes := redistest.Nodes(t, 1)
+	gate := &gateHook{key: t.Name() + "-gate", entered: make(chan struct{}), open: make(chan struct{})}
+	cl := advClient(t, nodes[0], nil)
+	cl.AddHook(gate)
+	c, err := New([]redis.UniversalClient{cl}, WithNodeTimeout(5*time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+
+	// First contact, and a permit held under limit 2.
+	sem := t.Name() + "-sem"
+	p, err := c.TryAcquire(ctx, sem, 2, 10*time.Second)
+	require.NoError(t, err)
+	held := t.Name() + "-held"
+	require.NoError(t, cl.Set(ctx, held, "someone-else-0123456789", 10*time.Second).Err())
+
+	queued := func(n int) func() bool {
+		return func() bool {
+			pp := &c.nodes[0].pipe
+			pp.mu.Lock()
+			defer pp.mu.Unlock()
+			return len(pp.queue) == n
+		}
+	}
+	gateErr := make(chan error, 1)
+	go func() {
+		l, err := c.TryLock(ctx, gate.key, 10*time.Second)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		gateErr <- err
+	}()
+	select {
+	case <-gate.entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the gate's SET never went out")
+	}
+	semErr := make(chan error, 1)
+	go func() {
+		_, err := c.TryAcquire(ctx, sem, 3, 10*time.Second)
+		semErr <- err
+	}()
+	advEventually(t, 5*time.Second, queued(1), "the permit's request never queued")
+	lockErr := make(chan error, 1)
+	go func() {
+		_, err := c.TryLock(ctx, held, 10*time.Second)
+		lockErr <- err
+	}()
+	advEventually(t, 5*time.Second, queued(2), "the lock's request never queued")
+	close(gate.open)
+
+	require.NoError(t, <-gateErr)
+	err = <-semErr
+	require.ErrorIs(t, err, ErrInvalid, "a permit under another limit")
+	err = <-lockErr
+	require.ErrorIs(t, err, ErrNotObtained)
+	var qe *QuorumError
+	require.ErrorAs(t, err, &qe)
+	require.Equal(t, NodeTaken, qe.Nodes[0].Status, "want the key taken by its holder, got %v", qe.Nodes[0].Err)
+	require.NoError(t, p.Unlock(ctx))
+	require.NoError(t, c.Close())
+	advSettled(t, []redis.UniversalClient{cl})
+}
+
+// countHook counts the lock requests (SET, EVALSHA, EVAL), alone or in
+// pipelines, and can panic on them while armed.
+type countHook struct {
+	n     atomic.Int64
+	panic atomic.Bool
+}
+
+func isLockCmd(cmd redis.Cmder) bool {
+	switch cmd.Name() {
+	case "set", "evalsha", "eval":
+		return true
+	}
+	return false
+}
+
+func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if isLockCmd(cmd) {
+			h.n.Add(1)
+			if h.panic.Load() {
+				panic("countHook: armed")
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if isLockCmd(cmd) {
+				h.n.Add(1)
+				if h.panic.Load() {
+					panic("countHook: armed")
+				}
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// advSlowHandshake delays go-redis's CLIENT MAINT_NOTIFICATIONS, sent as
+// a RESP3 connection opens, so that connections open while leaders take
+// theirs.
+type advSlowHandshake struct{}
+
+func (advSlowHandshake) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (advSlowHandshake) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if a := cmd.Args(); len(a) > 1 && cmd.Name() == "client" && fmt.Sprint(a[1]) == "maint_notifications" {
+			time.Sleep(5 * time.Millisecond)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (advSlowHandshake) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestAdvTxMixedTraffic: under -race, on fresh RESP2 and RESP3 clients,
+// goroutines lock and unlock on one Client while others use the same
+// go-redis clients directly (commands, pipelines, a WATCH transaction,
+// a Conn) and hooks are added to them. Every cycle succeeds, a hook
+// added while leaders hold their Tx sees the leaders' requests within a
+// few leaderConnAge, nothing is left on the nodes, and after Close no
+// Watch goroutine is left and every connection is back in its pool.
+func TestAdvTxMixedTraffic(t *testing.T) {
+	for _, proto := range []int{2, 3} {
+		t.Run(fmt.Sprintf("RESP%d", proto), func(t *testing.T) {
+			nodes := redistest.Nodes(t, 3)
+			clients := advClients(t, nodes, func(o *redis.Options) {
+				o.Protocol = proto
+				o.ReadTimeout, o.WriteTimeout = 2*time.Second, 2*time.Second
+			})
+			for _, cl := range clients {
+				cl.(*redis.Client).AddHook(advSlowHandshake{})
+			}
+			c := advNew(t, clients, WithNodeTimeout(time.Second))
+			ctx := context.Background()
+			stop := make(chan struct{})
+			var direct sync.WaitGroup
+			var directErr atomic.Pointer[error]
+			fail := func(err error) {
+				if err != nil && !errors.Is(err, redis.Nil) {
+					directErr.CompareAndSwap(nil, &err)
+				}
+			}
+			for g := range 3 {
+				direct.Go(func() {
+					for i := 0; ; i++ {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						cl := clients[(g+i)%len(clients)].(*redis.Client)
+						k := fmt.Sprintf("direct-%d-%d", g, i)
+						switch i % 4 {
+						case 0:
+							fail(cl.Set(ctx, k, "v", time.Second).Err())
+							fail(cl.Get(ctx, k).Err())
+						case 1:
+							_, err := cl.Pipelined(ctx, func(p redis.Pipeliner) error {
+								p.Ping(ctx)
+								p.Del(ctx, k)
+								return nil
+							})
+							fail(err)
+						case 2:
+							fail(cl.Watch(ctx, func(tx *redis.Tx) error {
+								_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+									p.Set(ctx, k, "w", time.Second)
+									return nil
+								})
+								return err
+							}, k))
+						case 3:
+							cn := cl.Conn()
+							fail(cn.Ping(ctx).Err())
+							fail(cn.Close())
+						}
+					}
+				})
+			}
+			added := make([]*countHook, len(clients))
+			direct.Go(func() {
+				for i := range added {
+					added[i] = new(countHook)
+				}
+				for r := range 5 {
+					for i, cl := range clients {
+						if r == 0 {
+							cl.(*redis.Client).AddHook(added[i])
+						} else {
+							cl.(*redis.Client).AddHook(advSlowHandshake{})
+						}
+					}
+					time.Sleep(10 * time.Millisecond) // spread over the run; not a synchronization
+				}
+			})
+			errs := advCycles(c, t.Name(), 8, 25)
+			require.Empty(t, errs)
+			// A hook added to a client reaches the leaders' requests
+			// once their Tx is replaced.
+			for i := range clients {
+				base := added[i].n.Load()
+				advEventually(t, 3*time.Second, func() bool {
+					require.Empty(t, advCycles(c, t.Name()+"-late", 1, 1))
+					return added[i].n.Load() > base+1
+				}, "node %d: the hook added to its client never saw a lock request", i)
+			}
+			close(stop)
+			direct.Wait()
+			if p := directErr.Load(); p != nil {
+				t.Fatalf("direct traffic: %v", *p)
+			}
+			requireNoLockKeys(t, clients, t.Name())
+			require.NoError(t, c.Close())
+			advSettled(t, clients)
+		})
+	}
+}
+
+// requireNoLockKeys waits (bounded) until no key with prefix is left on
+// any node: every lock was released everywhere.
+func requireNoLockKeys(t *testing.T, clients []redis.UniversalClient, prefix string) {
+	t.Helper()
+	ctx := context.Background()
+	advEventually(t, 5*time.Second, func() bool {
+		for _, cl := range clients {
+			ks, err := cl.Keys(ctx, prefix+"*").Result()
+			if err != nil || len(ks) > 0 {
+				return false
+			}
+		}
+		return true
+	}, "lock keys left on the nodes")
+}
+
+// TestAdvTxCloseDuringTraffic: Client.Close, and Close of one node's
+// go-redis client, while goroutines lock and unlock. No call hangs,
+// acquisitions after Close fail with ErrClosed, the locks granted are
+// released, and no Watch goroutine or borrowed connection is left.
+func TestAdvTxCloseDuringTraffic(t *testing.T) {
+	t.Run("Client.Close", func(t *testing.T) {
+		nodes := redistest.Nodes(t, 3)
+		clients := advClients(t, nodes, nil)
+		c := advNew(t, clients)
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		var bad atomic.Pointer[error]
+		started := make(chan struct{}, 8)
+		for w := range 8 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					l, err := c.TryLock(ctx, fmt.Sprintf("%s-%d-%d", t.Name(), w, i), 10*time.Second)
+					if errors.Is(err, ErrClosed) {
+						return
+					}
+					if err == nil {
+						err = l.Unlock(ctx) // allowed after Close
+					}
+					if err != nil {
+						bad.CompareAndSwap(nil, &err)
+						return
+					}
+					if i == 3 {
+						started <- struct{}{}
+					}
+				}
+			})
+		}
+		for range 8 {
+			<-started
+		}
+		start := time.Now()
+		require.NoError(t, c.Close())
+		require.Less(t, time.Since(start), 3*time.Second, "Close")
+		wg.Wait()
+		if p := bad.Load(); p != nil {
+			t.Fatal(*p)
+		}
+		requireNoLockKeys(t, clients, t.Name())
+		advSettled(t, clients)
+	})
+	t.Run("go-redis Close", func(t *testing.T) {
+		nodes := redistest.Nodes(t, 5)
+		clients := advClients(t, nodes, nil)
+		c := advNew(t, clients)
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		var cycles atomic.Int64
+		var bad atomic.Pointer[error]
+		stop := make(chan struct{})
+		for w := range 8 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					l, err := c.TryLock(ctx, fmt.Sprintf("%s-%d-%d", t.Name(), w, i), 10*time.Second)
+					if err == nil {
+						// Unlock reports the closed node; its release
+						// is retried in the background.
+						if uerr := l.Unlock(ctx); uerr != nil && !errors.Is(uerr, redis.ErrClosed) {
+							var qe *QuorumError
+							if !errors.As(uerr, &qe) {
+								err = uerr
+							}
+						}
+					}
+					if err != nil {
+						bad.CompareAndSwap(nil, &err)
+						return
+					}
+					cycles.Add(1)
+				}
+			})
+		}
+		advEventually(t, 5*time.Second, func() bool { return cycles.Load() >= 50 }, "no traffic")
+		require.NoError(t, clients[0].Close())
+		n := cycles.Load()
+		advEventually(t, 5*time.Second, func() bool { return cycles.Load() >= n+100 }, "locks stopped after a go-redis client closed")
+		close(stop)
+		wg.Wait()
+		if p := bad.Load(); p != nil {
+			t.Fatal(*p)
+		}
+		requireNoLockKeys(t, clients[1:], t.Name())
+		require.NoError(t, c.Close())
+		advEventually(t, 5*time.Second, func() bool { return advWatchers() == 0 }, "%d Watch goroutines left", advWatchers())
+		advSettled(t, clients[1:])
+	})
+}
+
+// TestAdvTxSmallPool: go-redis clients with a pool of minPoolForConn
+// connections, or as many active ones, shared by several Clients (whose
+// leaders each hold a connection) and direct users. Every lock is
+// granted, the pools never grow past their size, and every connection is
+// back in its pool after Close.
+func TestAdvTxSmallPool(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*redis.Options)
+	}{
+		{"PoolSize", func(o *redis.Options) { o.PoolSize = minPoolForConn; o.PoolTimeout = 2 * time.Second }},
+		{"MaxActiveConns", func(o *redis.Options) {
+			o.PoolSize, o.MaxActiveConns = 20, minPoolForConn
+			o.PoolTimeout = 2 * time.Second
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := redistest.Nodes(t, 3)
+			clients := advClients(t, nodes, tc.mod)
+			lcs := make([]*Client, 3)
+			for i := range lcs {
+				lcs[i] = advNew(t, clients, WithNodeTimeout(2*time.Second))
+			}
+			var wg sync.WaitGroup
+			errs := make([][]error, len(lcs))
+			for i, c := range lcs {
+				wg.Go(func() { errs[i] = advCycles(c, fmt.Sprintf("%s-%d", t.Name(), i), 3, 30) })
+			}
+			ctx := context.Background()
+			var derr atomic.Pointer[error]
+			wg.Go(func() {
+				for i := range 100 {
+					if err := clients[i%len(clients)].Ping(ctx).Err(); err != nil {
+						derr.CompareAndSwap(nil, &err)
+					}
+				}
+			})
+			wg.Wait()
+			for i := range errs {
+				require.Empty(t, errs[i], "client %d", i)
+			}
+			if p := derr.Load(); p != nil {
+				t.Fatal(*p)
+			}
+			for i, cl := range clients {
+				require.LessOrEqual(t, int(cl.(*redis.Client).PoolStats().TotalConns), 20, "node %d", i)
+			}
+			requireNoLockKeys(t, clients, t.Name())
+			for _, c := range lcs {
+				require.NoError(t, c.Close())
+			}
+			advSettled(t, clients)
+		})
+	}
+}
+
+// TestAdvTxClientKillStorm: the nodes close every client connection over
+// and over (CLIENT KILL, as restarts and proxies do) while goroutines
+// lock and unlock. No call takes much longer than the per-node timeout,
+// most cycles succeed, and every lock granted, and every acquire that
+// may have landed, is released everywhere in the end.
+func TestAdvTxClientKillStorm(t *testing.T) {
+	nodes := redistest.Nodes(t, 5)
+	clients := advClients(t, nodes, nil)
+	admins := make([]*redis.Client, len(nodes))
+	for i, nd := range nodes {
+		admins[i] = advClient(t, nd, nil)
+	}
+	c := advNew(t, clients)
+	ctx := context.Background()
+	stop := make(chan struct{})
+	var killer sync.WaitGroup
+	var kills atomic.Int64
+	killer.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// Not the admin's own connection (SKIPME yes).
+			if admins[i%len(admins)].ClientKillByFilter(ctx, "TYPE", "normal").Err() == nil {
+				kills.Add(1)
+			}
+			time.Sleep(time.Millisecond) // pacing, not synchronization
+		}
+	})
+	var wg sync.WaitGroup
+	var ok, failed atomic.Int64
+	var slow atomic.Pointer[time.Duration]
+	for w := range 6 {
+		wg.Go(func() {
+			for i := range 40 {
+				start := time.Now()
+				l, err := c.TryLock(ctx, fmt.Sprintf("%s-%d-%d", t.Name(), w, i), 10*time.Second)
+				if err == nil {
+					_ = l.Unlock(ctx) // a node may fail; the release is retried
+					ok.Add(1)
+				} else {
+					failed.Add(1)
+				}
+				if d := time.Since(start); d > 2*time.Second {
+					slow.CompareAndSwap(nil, &d)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	killer.Wait()
+	if d := slow.Load(); d != nil {
+		t.Fatalf("a lock cycle took %v", *d)
+	}
+	t.Logf("%d kills; %d cycles granted, %d not", kills.Load(), ok.Load(), failed.Load())
+	require.Greater(t, ok.Load(), 2*failed.Load(), "a connection closed under a request is resent on a live one")
+	requireNoLockKeys(t, clients, t.Name())
+	require.NoError(t, c.Close())
+	advSettled(t, clients)
+}
+
+// TestAdvTxRestartAndPause: a node killed and restarted while its leader
+// holds a connection, then one SIGSTOPped and resumed. The lock is
+// granted by the quorum within the per-node timeout, and released
+// everywhere once the node answers again.
+func TestAdvTxRestartAndPause(t *testing.T) {
+	nodes := redistest.Nodes(t, 5)
+	clients := advClients(t, nodes, nil)
+	c := advNew(t, clients)
+	ctx := context.Background()
+	cycle := func(k string) {
+		t.Helper()
+		l, err := c.TryLock(ctx, k, 10*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(ctx))
+	}
+	// Back-to-back: the leaders keep their connections.
+	for i := range 20 {
+		cycle(fmt.Sprintf("%s-warm-%d", t.Name(), i))
+	}
+	require.NoError(t, nodes[0].Restart())
+	k := t.Name() + "-restarted"
+	l, err := c.TryLock(ctx, k, 10*time.Second)
+	require.NoError(t, err)
+	advEventually(t, 2*time.Second, func() bool { return clients[0].Get(ctx, k).Val() == l.Token() },
+		"the restarted node never got the lock")
+	require.NoError(t, l.Unlock(ctx))
+
+	require.NoError(t, nodes[1].Pause())
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = nodes[1].Resume()
+		}
+	}()
+	k = t.Name() + "-paused"
+	start := time.Now()
+	l, err = c.TryLock(ctx, k, 10*time.Second)
+	require.NoError(t, err, "four answering nodes of five")
+	require.Less(t, time.Since(start), time.Second)
+	start = time.Now()
+	_ = l.Unlock(ctx) // the paused node fails; its release is retried
+	require.Less(t, time.Since(start), time.Second)
+	require.NoError(t, nodes[1].Resume())
+	resumed = true
+	requireNoLockKeys(t, clients, t.Name())
+	for i := range 5 {
+		cycle(fmt.Sprintf("%s-after-%d", t.Name(), i))
+	}
+	require.NoError(t, c.Close())
+	advSettled(t, clients)
+}
+
+// TestAdvTxPanickingHook: a hook of one node's client panics on every
+// lock request, alone or in pipelines, while goroutines lock. The other
+// nodes grant every lock; once the hook stops, the node votes again; no
+// connection is lost to the pool.
+func TestAdvTxPanickingHook(t *testing.T) {
+	nodes := redistest.Nodes(t, 5)
+	clients := advClients(t, nodes, nil)
+	h := new(countHook)
+	clients[0].(*redis.Client).AddHook(h)
+	c := advNew(t, clients)
+	require.Empty(t, advCycles(c, t.Name()+"-warm", 4, 10))
+	h.panic.Store(true)
+	require.Empty(t, advCycles(c, t.Name()+"-armed", 8, 20))
+	h.panic.Store(false)
+	ctx := context.Background()
+	advEventually(t, 3*time.Second, func() bool {
+		k := key0(t)
+		l, err := c.TryLock(ctx, k, 10*time.Second)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, l.Unlock(ctx)) }()
+		return clients[0].Get(ctx, k).Val() == l.Token()
+	}, "node 0 never voted again")
+	requireNoLockKeys(t, clients, t.Name())
+	require.NoError(t, c.Close())
+	advSettled(t, clients)
+}
+
+var key0Seq atomic.Int64
+
+func key0(t *testing.T) string { return fmt.Sprintf("%s-%d", t.Name(), key0Seq.Add(1)) }
+
+// TestAdvTxOnConnectFails: one node's OnConnect fails for a while, and
+// its connections are closed, so that leaders must open new ones. The
+// other nodes grant every lock; once OnConnect succeeds, the node votes
+// again.
+func TestAdvTxOnConnectFails(t *testing.T) {
+	nodes := redistest.Nodes(t, 5)
+	var failing atomic.Bool
+	clients := advClients(t, nodes, nil)
+	clients[0] = advClient(t, nodes[0], func(o *redis.Options) {
+		o.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
+			if failing.Load() {
+				return errors.New("OnConnect: refused")
+			}
+			return nil
+		}
+	})
+	admin := advClient(t, nodes[0], nil)
+	c := advNew(t, clients)
+	ctx := context.Background()
+	require.Empty(t, advCycles(c, t.Name()+"-warm", 4, 10))
+	failing.Store(true)
+	require.NoError(t, admin.ClientKillByFilter(ctx, "TYPE", "normal").Err())
+	require.Empty(t, advCycles(c, t.Name()+"-failing", 4, 10))
+	failing.Store(false)
+	advEventually(t, 3*time.Second, func() bool {
+		k := key0(t)
+		l, err := c.TryLock(ctx, k, 10*time.Second)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, l.Unlock(ctx)) }()
+		return clients[0].Get(ctx, k).Val() == l.Token()
+	}, "node 0 never voted again")
+	requireNoLockKeys(t, clients, t.Name())
+	require.NoError(t, c.Close())
+	advSettled(t, clients)
+}
+
+// TestAdvTxSessionState: a connection that a leader's Tx opens itself
+// (the old ones closed under it) is set up as the client's: its database
+// (DB 3) and its ACL user. The locks land in DB 3 on every node, never
+// in DB 0.
+func TestAdvTxSessionState(t *testing.T) {
+	t.Run("DB", func(t *testing.T) {
+		nodes := redistest.Nodes(t, 3)
+		clients := advClients(t, nodes, func(o *redis.Options) { o.DB = 3 })
+		db0 := advClients(t, nodes, nil)
+		sessionState(t, clients, db0)
+	})
+	t.Run("ACL", func(t *testing.T) {
+		nodes := redistest.NodesWith(t, 3, redisnode.Options{Args: []string{"--requirepass", "admin-pw"}})
+		admins := advClients(t, nodes, nil)
+		ctx := context.Background()
+		for _, a := range admins {
+			require.NoError(t, a.Do(ctx, "ACL", "SETUSER", "locker", "on", ">secret", "~*", "+@all", "-@dangerous").Err())
+		}
+		clients := advClients(t, nodes, func(o *redis.Options) { o.Username, o.Password = "locker", "secret" })
+		sessionState(t, clients, admins)
+	})
+}
+
+func sessionState(t *testing.T, clients, admins []redis.UniversalClient) {
+	t.Helper()
+	c := advNew(t, clients)
+	ctx := context.Background()
+	for round := range 5 {
+		// Back to back: leaders take a Tx; then every connection but
+		// the admins' is closed.
+		require.Empty(t, advCycles(c, fmt.Sprintf("%s-warm-%d", t.Name(), round), 2, 5))
+		for _, a := range admins {
+			require.NoError(t, a.ClientKillByFilter(ctx, "TYPE", "normal").Err())
+		}
+		k := key0(t)
+		l, err := c.TryLock(ctx, k, 10*time.Second)
+		require.NoError(t, err, "round %d", round)
+		for i, cl := range clients {
+			advEventually(t, 2*time.Second, func() bool { return cl.Get(ctx, k).Val() == l.Token() },
+				"round %d: node %d: want our token", round, i)
+			if a := admins[i].(*redis.Client); a.Options().DB != cl.(*redis.Client).Options().DB {
+				require.Zero(t, a.Exists(ctx, k).Val(), "round %d: node %d: the lock landed in DB 0", round, i)
+			}
+		}
+		require.NoError(t, l.Unlock(ctx))
+	}
+	// KEYS is not the ACL user's; the admins see DB 0 only.
+	if clients[0].(*redis.Client).Options().DB == 0 {
+		requireNoLockKeys(t, admins, t.Name())
+	} else {
+		requireNoLockKeys(t, clients, t.Name())
+	}
+	require.NoError(t, c.Close())
+	advSettled(t, clients)
+}
+
+// TestAdvTxNoReadTimeoutPaused: go-redis clients with no read timeout
+// (ReadTimeout -1), and one node SIGSTOPped while its leader holds a
+// connection: its request never returns while the node is stopped.
+// TryLock, Unlock and Close stay bounded; once the node resumes, the
+// leader ends, its Watch goroutine with it, its connection goes back to
+// the pool, and the lock is released there too.
+func TestAdvTxNoReadTimeoutPaused(t *testing.T) {
+	nodes := redistest.Nodes(t, 5)
+	clients := advClients(t, nodes, func(o *redis.Options) { o.ReadTimeout, o.WriteTimeout = -1, -1 })
+	c := advNew(t, clients)
+	ctx := context.Background()
+	require.Empty(t, advCycles(c, t.Name()+"-warm", 2, 10))
+	require.NoError(t, nodes[0].Pause())
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = nodes[0].Resume()
+		}
+	}()
+	k := t.Name() + "-paused"
+	start := time.Now()
+	l, err := c.TryLock(ctx, k, 10*time.Second)
+	require.NoError(t, err)
+	require.Less(t, time.Since(start), time.Second)
+	start = time.Now()
+	_ = l.Unlock(ctx)
+	require.Less(t, time.Since(start), time.Second)
+	require.Empty(t, advCycles(c, t.Name()+"-more", 2, 5))
+	start = time.Now()
+	require.NoError(t, c.Close())
+	require.Less(t, time.Since(start), 3*time.Second, "Close with a stalled request")
+	require.NoError(t, nodes[0].Resume())
+	resumed = true
+	advSettled(t, clients)
+}
+
+// TestAdvTxIdleLeadersGiveBack: five Clients on the same go-redis
+// clients, whose pools have minPoolForConn connections and a short pool
+// timeout, take turns, with the default per-node timeout; then a direct
+// user of the go-redis clients. An idle leader gives its connection back
+// to the pool after leaderConnIdle, so every lock is granted and the
+// direct user gets a connection. When parked leaders kept theirs for all
+// of leaderLinger, four idle Clients held all four connections, and the
+// fifth Client's TryLock failed on every node (node timeout), as did the
+// direct Ping (pool timeout).
+func TestAdvTxIdleLeadersGiveBack(t *testing.T) {
+	nodes := redistest.Nodes(t, 3)
+	clients := advClients(t, nodes, func(o *redis.Options) {
+		o.PoolSize, o.PoolTimeout = minPoolForConn, 100*time.Millisecond
+	})
+	ctx := context.Background()
+	lcs := make([]*Client, minPoolForConn+1)
+	for i := range lcs {
+		c, err := New(clients) // the default node timeout: 200ms for a 10s TTL
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		lcs[i] = c
+	}
+	for round := range 3 {
+		for i, c := range lcs {
+			l, err := c.TryLock(ctx, fmt.Sprintf("%s-%d-%d", t.Name(), round, i), 10*time.Second)
+			require.NoError(t, err, "round %d, client %d", round, i)
+			require.NoError(t, l.Unlock(ctx), "round %d, client %d", round, i)
+		}
+		for i, cl := range clients {
+			require.NoError(t, cl.Ping(ctx).Err(), "round %d: node %d: a direct user", round, i)
+		}
+	}
+	requireNoLockKeys(t, clients, t.Name())
+	for _, c := range lcs {
+		require.NoError(t, c.Close())
+	}
+	advSettled(t, clients)
+}
