@@ -834,7 +834,8 @@ func TestAdvTxNoReadTimeoutPaused(t *testing.T) {
 // clients, whose pools have minPoolForConn connections and a short pool
 // timeout, take turns, with the default per-node timeout; then a direct
 // user of the go-redis clients. An idle leader gives its connection back
-// to the pool after leaderConnIdle, so every lock is granted and the
+// to the pool within about leaderConnCheck (20ms, under the 100ms pool
+// timeout), so every lock is granted and the
 // direct user gets a connection. When parked leaders kept theirs for all
 // of leaderLinger, four idle Clients held all four connections, and the
 // fifth Client's TryLock failed on every node (node timeout), as did the

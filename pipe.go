@@ -109,8 +109,7 @@ func (c *Client) lead(nd *node, j job) {
 	var lc leaderConn // the leader's own connection (node.go)
 	defer lc.drop()
 	c.runJob(nd, &lc, j)
-	var idle *time.Timer // park's, made on the first park
-	var hold *time.Timer // holdConn's, made on its first use
+	var idle parkTimer // park's
 	for {
 		p.mu.Lock()
 		batch := p.queue
@@ -120,23 +119,12 @@ func (c *Client) lead(nd *node, j job) {
 				// After Close: a leader of the last Extends and Unlocks
 				// (see spawn), which must not wait for more.
 				p.mu.Unlock()
-				if idle != nil {
-					idle.Stop()
-				}
+				idle.stop()
 				return
 			}
 			p.parked = true
 			p.mu.Unlock()
-			since := time.Now()
-			if lc.tx != nil {
-				if holdConn(p, &hold) {
-					continue
-				}
-				// Idle: the connection goes back to the pool now, not
-				// when the leader ends (see leaderConn).
-				lc.drop()
-			}
-			if !c.park(p, &idle, since) {
+			if !c.park(p, &idle, &lc, time.Now()) {
 				return
 			}
 			continue
@@ -161,27 +149,40 @@ func (c *Client) lead(nd *node, j job) {
 
 // park waits, parked since last, for a submit to hand the leader work
 // (true), for up to leaderLinger, or until Close (false: the leader
-// ends, and the next submit starts a new one). *idle is the leader's
-// timer, made here on first use and then re-armed only when it fires:
-// resetting it on every park would cost more than the park.
-func (c *Client) park(p *pipe, idle **time.Timer, last time.Time) bool {
-	if *idle == nil {
-		*idle = time.NewTimer(leaderLinger)
-	}
-	t := *idle
+// ends, and the next submit starts a new one).
+//
+// The leader's own connection, if it holds one, goes back to the pool
+// once the leader has been parked for leaderConnIdle, which the timer
+// checks every leaderConnCheck: a parked leader that kept it for the
+// whole of leaderLinger kept it from the pool's other users (with a few
+// Clients on one small go-redis pool, the parked leaders of some took
+// every connection, and another's requests waited past the node
+// timeout: TestAdvTxIdleLeadersGiveBack).
+//
+// One timer serves both (see parkTimer), re-armed only when it fires
+// or when a connection is taken: resetting it on every park would cost
+// more than the park, and so did a second timer in the select (a timer
+// channel a goroutine blocks on enters and leaves the runtime's timer
+// heap each time: 15% more p50 on back-to-back calls).
+func (c *Client) park(p *pipe, idle *parkTimer, lc *leaderConn, last time.Time) bool {
+	t := idle.arm(lc.tx != nil)
 	for {
 		select {
 		case <-p.wake:
 			return true
 		case <-c.closed:
 		case <-t.C:
-			// Spent: armed again at once, also when the leader goes on
-			// below, or its next park would wait without one.
-			if d := leaderLinger - time.Since(last); d > 0 {
-				t.Reset(d) // armed at an earlier park
+			parked := time.Since(last)
+			if lc.tx != nil && parked >= leaderConnIdle {
+				lc.drop() // idle: see leaderConn
+			}
+			if d := leaderLinger - parked; d > 0 {
+				idle.reset(d, lc.tx != nil)
 				continue
 			}
-			t.Reset(leaderLinger)
+			// Spent: armed again at once, also when the leader goes on
+			// below, or its next park would wait without one.
+			idle.reset(leaderLinger, false)
 		}
 		p.mu.Lock()
 		if !p.parked {
@@ -193,30 +194,53 @@ func (c *Client) park(p *pipe, idle **time.Timer, last time.Time) bool {
 		}
 		p.parked = false
 		p.mu.Unlock()
-		t.Stop()
+		idle.stop()
 		return false
 	}
 }
 
-// holdConn waits, parked, for up to leaderConnIdle for a submit to hand
-// the leader work (true) while it holds its own connection. A parked
-// leader that kept its connection for the whole of leaderLinger kept it
-// from the other users of the pool: with a few Clients on the same small
-// go-redis pool, the parked leaders of some took every connection, and
-// the requests of another waited until they ended, past the node
-// timeout.
-func holdConn(p *pipe, t **time.Timer) bool {
-	if *t == nil {
-		*t = time.NewTimer(leaderConnIdle)
-	} else {
-		(*t).Reset(leaderConnIdle)
+// parkTimer is a leader's park timer: due at leaderLinger after a park
+// began, or sooner, every leaderConnCheck, while the leader holds a
+// connection of its own.
+type parkTimer struct {
+	t  *time.Timer
+	at time.Time // when it is due
+}
+
+// arm returns the timer, made on first use, brought forward to
+// leaderConnCheck from now if the leader holds a connection (held) and
+// it is due later than that.
+func (pt *parkTimer) arm(held bool) *time.Timer {
+	if pt.t == nil {
+		d := leaderLinger
+		if held {
+			d = leaderConnCheck
+		}
+		pt.t, pt.at = time.NewTimer(d), time.Now().Add(d)
+		return pt.t
 	}
-	select {
-	case <-p.wake:
-		(*t).Stop()
-		return true
-	case <-(*t).C:
-		return false
+	if held {
+		if now := time.Now(); pt.at.Sub(now) > leaderConnCheck {
+			pt.t.Reset(leaderConnCheck)
+			pt.at = now.Add(leaderConnCheck)
+		}
+	}
+	return pt.t
+}
+
+// reset arms the timer for d, or for leaderConnCheck if that is sooner
+// and the leader holds a connection.
+func (pt *parkTimer) reset(d time.Duration, held bool) {
+	if held {
+		d = min(d, leaderConnCheck)
+	}
+	pt.t.Reset(d)
+	pt.at = time.Now().Add(d)
+}
+
+func (pt *parkTimer) stop() {
+	if pt.t != nil {
+		pt.t.Stop()
 	}
 }
 
