@@ -261,26 +261,6 @@ func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	}
 }
 
-// advSlowHandshake delays go-redis's CLIENT MAINT_NOTIFICATIONS, sent as
-// a RESP3 connection opens, so that connections open while leaders take
-// theirs.
-type advSlowHandshake struct{}
-
-func (advSlowHandshake) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (advSlowHandshake) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if a := cmd.Args(); len(a) > 1 && cmd.Name() == "client" && fmt.Sprint(a[1]) == "maint_notifications" {
-			time.Sleep(5 * time.Millisecond)
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (advSlowHandshake) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
 // TestAdvTxMixedTraffic: under -race, on fresh RESP2 and RESP3 clients,
 // goroutines lock and unlock on one Client while others use the same
 // go-redis clients directly (commands, pipelines, a WATCH transaction,
@@ -297,7 +277,7 @@ func TestAdvTxMixedTraffic(t *testing.T) {
 				o.ReadTimeout, o.WriteTimeout = 2*time.Second, 2*time.Second
 			})
 			for _, cl := range clients {
-				cl.(*redis.Client).AddHook(advSlowHandshake{})
+				cl.(*redis.Client).AddHook(redistest.SlowHandshake(5 * time.Millisecond))
 			}
 			c := advNew(t, clients, WithNodeTimeout(time.Second))
 			ctx := context.Background()
@@ -356,7 +336,7 @@ func TestAdvTxMixedTraffic(t *testing.T) {
 						if r == 0 {
 							cl.(*redis.Client).AddHook(added[i])
 						} else {
-							cl.(*redis.Client).AddHook(advSlowHandshake{})
+							cl.(*redis.Client).AddHook(redistest.SlowHandshake(5 * time.Millisecond))
 						}
 					}
 					time.Sleep(10 * time.Millisecond) // spread over the run; not a synchronization
@@ -685,20 +665,27 @@ func TestAdvTxPanickingHook(t *testing.T) {
 	h.panic.Store(true)
 	require.Empty(t, advCycles(c, t.Name()+"-armed", 8, 20))
 	h.panic.Store(false)
-	ctx := context.Background()
-	advEventually(t, 3*time.Second, func() bool {
-		k := key0(t)
-		l, err := c.TryLock(ctx, k, 10*time.Second)
-		require.NoError(t, err)
-		defer func() { require.NoError(t, l.Unlock(ctx)) }()
-		return clients[0].Get(ctx, k).Val() == l.Token()
-	}, "node 0 never voted again")
+	advVotesAgain(t, c, clients[0])
 	requireNoLockKeys(t, clients, t.Name())
 	require.NoError(t, c.Close())
 	advSettled(t, clients)
 }
 
 var key0Seq atomic.Int64
+
+// advVotesAgain waits (3s at most) for node, once failing, to hold the
+// token of a lock c takes again.
+func advVotesAgain(t *testing.T, c *Client, node redis.UniversalClient) {
+	t.Helper()
+	ctx := context.Background()
+	advEventually(t, 3*time.Second, func() bool {
+		k := key0(t)
+		l, err := c.TryLock(ctx, k, 10*time.Second)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, l.Unlock(ctx)) }()
+		return node.Get(ctx, k).Val() == l.Token()
+	}, "node 0 never voted again")
+}
 
 func key0(t *testing.T) string { return fmt.Sprintf("%s-%d", t.Name(), key0Seq.Add(1)) }
 
@@ -726,13 +713,7 @@ func TestAdvTxOnConnectFails(t *testing.T) {
 	require.NoError(t, admin.ClientKillByFilter(ctx, "TYPE", "normal").Err())
 	require.Empty(t, advCycles(c, t.Name()+"-failing", 4, 10))
 	failing.Store(false)
-	advEventually(t, 3*time.Second, func() bool {
-		k := key0(t)
-		l, err := c.TryLock(ctx, k, 10*time.Second)
-		require.NoError(t, err)
-		defer func() { require.NoError(t, l.Unlock(ctx)) }()
-		return clients[0].Get(ctx, k).Val() == l.Token()
-	}, "node 0 never voted again")
+	advVotesAgain(t, c, clients[0])
 	requireNoLockKeys(t, clients, t.Name())
 	require.NoError(t, c.Close())
 	advSettled(t, clients)

@@ -658,7 +658,7 @@ func TestOwnConnFreshRESP3Clients(t *testing.T) {
 			cl := redis.NewClient(&redis.Options{Addr: nd.Addr(), Protocol: 3, MaxRetries: -1,
 				DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
 			t.Cleanup(func() { _ = cl.Close() })
-			cl.AddHook(slowHandshake{})
+			cl.AddHook(redistest.SlowHandshake(20 * time.Millisecond))
 			clients[i] = cl
 		}
 		// Several lock clients on the same go-redis clients: their
@@ -696,23 +696,4 @@ func TestOwnConnFreshRESP3Clients(t *testing.T) {
 			require.NoError(t, err, "round %d", round)
 		}
 	}
-}
-
-// slowHandshake is a go-redis hook that delays go-redis's own CLIENT
-// MAINT_NOTIFICATIONS, sent as a RESP3 connection opens, by 20ms.
-type slowHandshake struct{}
-
-func (slowHandshake) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (slowHandshake) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if a := cmd.Args(); len(a) > 1 && cmd.Name() == "client" && fmt.Sprint(a[1]) == "maint_notifications" {
-			time.Sleep(20 * time.Millisecond)
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (slowHandshake) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }

@@ -2,6 +2,7 @@
 package redistest
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"testing"
@@ -88,4 +89,26 @@ func VerifyNoLeaks(wait time.Duration) int {
 		}
 		time.Sleep(100 * time.Millisecond) // polling: goroutines ending is not an event we can await
 	}
+}
+
+// SlowHandshake is a go-redis hook that delays go-redis's own CLIENT
+// MAINT_NOTIFICATIONS, which it sends as a RESP3 connection opens, by
+// its duration: so that connections keep opening (and go-redis keeps
+// downgrading its maintenance notifications, on Redis 7) while a test
+// does something else.
+type SlowHandshake time.Duration
+
+func (SlowHandshake) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (d SlowHandshake) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if a := cmd.Args(); len(a) > 1 && cmd.Name() == "client" && fmt.Sprint(a[1]) == "maint_notifications" {
+			time.Sleep(time.Duration(d))
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (SlowHandshake) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
