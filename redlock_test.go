@@ -412,8 +412,10 @@ func TestUnlockWaitsReleaseTimeout(t *testing.T) {
 	case <-time.After(redlock.ReleaseTimeout + margin):
 		t.Fatal("Unlock did not return")
 	}
+	// Unlock returned at its quorum: the third node's release may land
+	// just after (Close would wait for it).
 	for i, cl := range clients {
-		require.Empty(t, get(t, cl, k), "node %d kept the key", i)
+		eventually(t, 2*time.Second, func() bool { return get(t, cl, k) == "" }, "node %d kept the key", i)
 	}
 
 	l, err = c.TryLock(ctx, key(t), 5*time.Second)
