@@ -212,18 +212,10 @@ type parkTimer struct {
 // it is due later than that.
 func (pt *parkTimer) arm(held bool) *time.Timer {
 	if pt.t == nil {
-		d := leaderLinger
-		if held {
-			d = leaderConnCheck
-		}
-		pt.t, pt.at = time.NewTimer(d), time.Now().Add(d)
-		return pt.t
-	}
-	if held {
-		if now := time.Now(); pt.at.Sub(now) > leaderConnCheck {
-			pt.t.Reset(leaderConnCheck)
-			pt.at = now.Add(leaderConnCheck)
-		}
+		pt.t = time.NewTimer(leaderLinger)
+		pt.reset(leaderLinger, held)
+	} else if held && time.Until(pt.at) > leaderConnCheck {
+		pt.reset(leaderConnCheck, false)
 	}
 	return pt.t
 }
