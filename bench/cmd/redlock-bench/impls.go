@@ -29,6 +29,8 @@ type impl struct {
 	// nil for the raw floors, which have no waiting, and for the cases of
 	// no hand-off scenario (the lock family's).
 	lock func(ctx context.Context, key string) (func(context.Context) error, error)
+	// closer, if set, releases what the impl holds besides its clients.
+	closer func()
 }
 
 // maker builds an impl over go-redis clients (one per node; single-node

@@ -149,6 +149,12 @@ func targets(rows []row) []target {
 	}
 	info("redsync p50 vs 5-node floor (ref ≈ 1.45×)", "redsync / floor 5 parallel",
 		ratio(p50(scUncontended, implRedsync), p50(scUncontended, implFloor5)), "×")
+	// What no client can go below: how close the WithFailFast target is
+	// to the floor every client shares (the loopback writes, the servers).
+	info("raw floor p50 vs redsync WithFailFast", "raw floor / redsync WithFailFast",
+		ratio(p50(scUncontended, implRawFloor), p50(scUncontended, implFailFast)), "×")
+	info("uncontended p50 vs raw floor", "redlock / raw floor",
+		ratio(p50(scUncontended, implOurs), p50(scUncontended, implRawFloor)), "×")
 	info("redsync slow node (ref ≈ 94×)", "redsync slow / redsync uncontended",
 		ratio(p50(scSlow, implRedsync), p50(scUncontended, implRedsync)), "×")
 	info("hand-off p50, 10 ms retry", "redlock WithRetryDelay(10ms)", p50(scHandoff, implOursRetry10)/1000, "ms")

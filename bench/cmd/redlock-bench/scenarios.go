@@ -23,6 +23,7 @@ const (
 	implRedislock = "redislock (1 node)"
 	implFloor1    = "floor: SET NX PX + DEL, 1 node"
 	implFloor5    = "floor: SET NX PX + DEL, 5 nodes parallel"
+	implRawFloor  = "floor: raw RESP, one thread, ppoll, first 3 of 5"
 
 	implOursRetry10    = "redlock WithRetryDelay(10ms)"
 	implRedsyncRetry10 = "redsync WithRetryDelay(10ms)"
@@ -137,6 +138,9 @@ func (e *env) latency(scenario string, ms []maker, addrs []string, o latencyOpts
 			e.add(row{Scenario: scenarioTitle[scenario], Impl: m.name, Errors: 1, Note: err.Error()})
 			continue
 		}
+		if im.closer != nil {
+			defer im.closer()
+		}
 		all = append(all, &series{im: im, keys: keys(scenario+":"+m.name, 256), samples: make([]time.Duration, 0, o.iters),
 			nodeCPU: func() time.Duration { return nodesCPU(e.pids) }})
 	}
@@ -174,7 +178,10 @@ func keys(prefix string, n int) []string {
 
 // uncontended: sequential lock+unlock cycles on free keys, with allocations.
 func (e *env) uncontended() {
-	e.latency(scUncontended, peers(), e.addrs, latencyOpts{warm: 200, iters: e.iters, budget: 5 * time.Second, allocs: true})
+	// The raw floor only here: it has no timeouts, so a slow node would
+	// hold every cycle of it for the node's delay.
+	ms := append(peers(), rawFloor(implRawFloor))
+	e.latency(scUncontended, ms, e.addrs, latencyOpts{warm: 200, iters: e.iters, budget: 5 * time.Second, allocs: true})
 }
 
 // slow: the same with one of the 5 nodes behind a proxy adding 20 ms.
