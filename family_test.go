@@ -388,8 +388,9 @@ func TestSemaphorePartition(t *testing.T) {
 // an attempt on an unrelated folder costs each node about what it costs
 // with none held, and refusing their common ancestor is one script call
 // per node. Measured as the server's own time per script call (INFO
-// commandstats), which no client-side stall disturbs; a design that
-// scanned all held locks would be hundreds of times slower.
+// commandstats, the least of 3 runs each), which no client-side stall
+// disturbs; a design that scanned all held locks would be 25 or more
+// times slower, and the bound is 4x (see below).
 func TestPathCostIndependentOfHeld(t *testing.T) {
 	_, clients := cluster(t, 3)
 	rl := newClient(t, clients)
@@ -406,7 +407,13 @@ func TestPathCostIndependentOfHeld(t *testing.T) {
 		}
 		return usecPerCall(t, clients[0])
 	}
-	empty := measure()
+	// The least of 3 measurements: a load spike on a shared machine
+	// inflates one (a single pair once measured 32.6 against 74.0µs),
+	// while a per-call cost that grew with the held locks shows in all.
+	least := func() float64 {
+		return min(measure(), measure(), measure())
+	}
+	empty := least()
 
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
@@ -434,10 +441,14 @@ func TestPathCostIndependentOfHeld(t *testing.T) {
 			_ = l.Unlock(context.Background())
 		}
 	})
-	full := measure()
+	full := least()
 	t.Logf("server time per script call on an unrelated path: %.1fµs with none held, %.1fµs with 5000 held", empty, full)
-	if full > 2*empty+5 {
-		t.Errorf("want an unrelated path's cost within 2x of %.1fµs with 5000 held, got %.1fµs", empty, full)
+	// 4x: the server's time per call is wall time, which grows when the
+	// OS deschedules the node mid-call (2 cores, a -race client and 3
+	// nodes: 39-51µs against 41-70µs in three runs of the least of 3),
+	// while a scan of 5000 entries costs 25x or more.
+	if full > 4*empty+5 {
+		t.Errorf("want an unrelated path's cost within 4x of %.1fµs with 5000 held, got %.1fµs", empty, full)
 	}
 	for _, c := range clients {
 		require.NoError(t, c.ConfigResetStat(ctx).Err())
@@ -450,8 +461,8 @@ func TestPathCostIndependentOfHeld(t *testing.T) {
 	}
 	refuse := usecPerCall(t, clients[0])
 	t.Logf("server time per script call refusing the common ancestors: %.1fµs", refuse)
-	if refuse > 2*empty+20 {
-		t.Errorf("want refusing an ancestor of 5000 locks within 2x of %.1fµs, got %.1fµs", empty, refuse)
+	if refuse > 4*empty+20 {
+		t.Errorf("want refusing an ancestor of 5000 locks within 4x of %.1fµs, got %.1fµs", empty, refuse)
 	}
 }
 

@@ -35,13 +35,13 @@ func advEventually(t *testing.T, wait time.Duration, cond func() bool, format st
 }
 
 // advWatchers counts the goroutines that hold a leader's Tx open (the
-// Watch of leaderConn.get).
+// Watch of leaderConn.take).
 func advWatchers() int {
 	buf := make([]byte, 1<<22)
 	buf = buf[:runtime.Stack(buf, true)]
 	n := 0
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "redlock.(*leaderConn).get.func") {
+		if strings.Contains(g, "redlock.(*leaderConn).take.func") {
 			n++
 		}
 	}
@@ -848,5 +848,47 @@ func TestAdvTxIdleLeadersGiveBack(t *testing.T) {
 	for _, c := range lcs {
 		require.NoError(t, c.Close())
 	}
+	advSettled(t, clients)
+}
+
+// TestAdvTxTakeDoesNotHoldRequests: taking a leader's connection runs on
+// a goroutine of its own, and no request waits for it. Here every take
+// is held before its Watch until the end: the lock cycles meanwhile must
+// all succeed (through the pool), and none may start a second take for
+// a leader whose first is pending. When a leader waited for its take, it
+// waited for the scheduler (about 4ms a take under load); here it would
+// wait for the gate, and every acquire would time out. Once the gate
+// opens, the takes complete, the leaders use their connections, and
+// after Close nothing is left: no Watch goroutine, no connection out of
+// the pool.
+func TestAdvTxTakeDoesNotHoldRequests(t *testing.T) {
+	nodes := redistest.Nodes(t, 3)
+	gate := make(chan struct{})
+	var takes atomic.Int32
+	testHookTake = func() {
+		takes.Add(1)
+		<-gate
+	}
+	var opened sync.Once
+	open := func() { opened.Do(func() { close(gate) }) }
+	t.Cleanup(func() {
+		open()
+		testHookTake = nil
+	})
+	clients := advClients(t, nodes, nil)
+	c := advNew(t, clients)
+
+	if errs := advCycles(c, "gated", 4, 25); len(errs) > 0 {
+		t.Fatalf("while every take is held: %d of 100 lock cycles failed; the first: %v", len(errs), errs[0])
+	}
+	require.Positive(t, takes.Load(), "no take was started: the test proves nothing")
+	require.LessOrEqual(t, int(takes.Load()), len(nodes)*4,
+		"takes started while one was pending for the same leader")
+
+	open()
+	if errs := advCycles(c, "open", 4, 25); len(errs) > 0 {
+		t.Fatalf("after the takes completed: %d of 100 lock cycles failed; the first: %v", len(errs), errs[0])
+	}
+	require.NoError(t, c.Close())
 	advSettled(t, clients)
 }

@@ -213,9 +213,13 @@ var (
 // connection is replaced, within leaderConnAge.
 type leaderConn struct {
 	tx    *redis.Tx
-	done  chan struct{} // closed to end the Watch that holds tx
+	done  chan struct{} // closed to end the Watch that holds tx, or will
 	until time.Time     // give it back then (leaderConnAge)
 	off   bool          // the node's client is not one for a connection of its own
+	// A take in progress (see get): the Watch goroutine sends the Tx on
+	// got, or closes ended if Watch returned without one.
+	got   chan *redis.Tx
+	ended chan struct{}
 }
 
 // minPoolForConn is the smallest go-redis pool a leader takes a
@@ -259,12 +263,33 @@ const leaderConnAge = 100 * time.Millisecond
 
 // get returns what the leader of nd sends through, and whether it is the
 // leader's own connection.
+//
+// Taking a connection does not hold up a request: the Watch that takes
+// it runs on a goroutine of its own, and until that goroutine has it,
+// requests go through the pool. Waiting for it, the leader waited for
+// the scheduler to run a new goroutine: about 4ms a take under load
+// (256 goroutines, -race), while the node's requests queued.
 func (lc *leaderConn) get(nd *node) (sender, bool) {
+	now := time.Now()
 	if lc.tx != nil {
-		if time.Now().Before(lc.until) {
+		if now.Before(lc.until) {
 			return lc.tx, true
 		}
 		lc.drop()
+	}
+	if lc.got != nil {
+		select {
+		case tx := <-lc.got:
+			lc.tx, lc.got, lc.ended = tx, nil, nil
+			lc.until = now.Add(leaderConnAge)
+			return tx, true
+		case <-lc.ended: // Watch returned without calling back: not expected
+			lc.off = true
+			lc.got, lc.ended, lc.done = nil, nil, nil
+			return nd.c, false
+		default: // still taking
+			return nd.c, false
+		}
 	}
 	if lc.off || !nd.identified.Load() {
 		return nd.c, false // a first contact goes through the pool
@@ -274,6 +299,13 @@ func (lc *leaderConn) get(nd *node) (sender, bool) {
 		lc.off = true
 		return nd.c, false
 	}
+	lc.take(rc)
+	return nd.c, false
+}
+
+// take starts a Watch on rc that hands its Tx to the leader (on lc.got)
+// and holds it until lc.done is closed.
+func (lc *leaderConn) take(rc *redis.Client) {
 	got := make(chan *redis.Tx, 1)
 	done, ended := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -281,33 +313,36 @@ func (lc *leaderConn) get(nd *node) (sender, bool) {
 		// A panic in go-redis here would end the process: it is taken
 		// as a Watch that returned (no connection of our own).
 		defer func() { _ = recover() }()
+		if testHookTake != nil {
+			testHookTake()
+		}
 		_ = rc.Watch(context.Background(), func(tx *redis.Tx) error {
-			got <- tx
+			got <- tx // buffered: never blocks
 			<-done
 			return nil
 		})
 	}()
-	select {
-	case tx := <-got:
-		lc.tx, lc.done = tx, done
-		lc.until = time.Now().Add(leaderConnAge)
-		return tx, true
-	case <-ended: // Watch returned without calling back: not expected
-		lc.off = true
-		return nd.c, false
-	}
+	lc.got, lc.ended, lc.done = got, ended, done
 }
 
+// testHookTake, if set (by a test, before any Client exists), runs on the
+// goroutine of every take before its Watch.
+var testHookTake func()
+
+// holds reports whether the leader holds a connection, or is taking one.
+func (lc *leaderConn) holds() bool { return lc.done != nil }
+
 // drop gives the connection back to the pool, which discards it if
-// go-redis found it broken. It does not wait: the goroutine that holds
-// the Tx's Watch gives it back when it next runs. Waiting for it, the
-// leader waited for the scheduler: under load (256 goroutines, -race)
-// about 2.5ms a drop, and the node's requests queued meanwhile.
+// go-redis found it broken, or ends a take in progress. It does not
+// wait: the goroutine that holds (or will hold) the Tx's Watch gives it
+// back when it next runs. Waiting for it, the leader waited for the
+// scheduler: under load (256 goroutines, -race) about 2.5ms a drop, and
+// the node's requests queued meanwhile.
 func (lc *leaderConn) drop() {
-	if lc.tx != nil {
+	if lc.done != nil {
 		close(lc.done)
-		lc.tx, lc.done = nil, nil
 	}
+	lc.tx, lc.done, lc.got, lc.ended = nil, nil, nil, nil
 }
 
 // closedUnder reports whether err says that the connection was closed

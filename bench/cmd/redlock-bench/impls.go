@@ -39,6 +39,9 @@ type maker struct {
 	name  string
 	nodes int
 	new   func(name string, cs []redis.UniversalClient) (impl, error)
+	// addrs, if set, are the nodes this maker runs on in place of its
+	// scenario's (the slow scenario's unfaulted reference).
+	addrs []string
 }
 
 // locker is what the suite needs of our Client (and of a MultiLock).

@@ -120,8 +120,8 @@ func targets(rows []row) []target {
 			Measured: ratio(p50(scUncontended, implOurs), p50(scUncontended, implRedsync)), Limit: 0.8, AtMost: true, Unit: "×"},
 		{Name: "uncontended p50 vs redsync WithFailFast", Basis: "redlock / redsync WithFailFast",
 			Measured: ratio(p50(scUncontended, implOurs), p50(scUncontended, implFailFast)), Limit: 0.8, AtMost: true, Unit: "×"},
-		{Name: "one slow node p50 vs own unfaulted", Basis: "redlock slow / redlock uncontended",
-			Measured: ratio(p50(scSlow, implOurs), p50(scUncontended, implOurs)), Limit: 1.3, AtMost: true, Unit: "×"},
+		{Name: "one slow node p50 vs own unfaulted", Basis: "redlock slow / redlock unfaulted, interleaved",
+			Measured: ratio(p50(scSlow, implOurs), p50(scSlow, implOursUnfaulted)), Limit: 1.3, AtMost: true, Unit: "×"},
 		{Name: "hand-off p50", Basis: "redlock, default retry",
 			Measured: p50(scHandoff, implOurs) / 1000, Limit: 1, AtMost: true, Unit: "ms"},
 		{Name: "throughput vs redsync", Basis: "redlock / redsync, ops/s",
@@ -155,6 +155,10 @@ func targets(rows []row) []target {
 		ratio(p50(scUncontended, implRawFloor), p50(scUncontended, implFailFast)), "×")
 	info("uncontended p50 vs raw floor", "redlock / raw floor",
 		ratio(p50(scUncontended, implOurs), p50(scUncontended, implRawFloor)), "×")
+	// The target's basis before the interleaved reference: the unfaulted
+	// p50 of the uncontended scenario, which runs earlier.
+	info("one slow node p50 vs uncontended scenario", "redlock slow / redlock uncontended",
+		ratio(p50(scSlow, implOurs), p50(scUncontended, implOurs)), "×")
 	info("redsync slow node (ref ≈ 94×)", "redsync slow / redsync uncontended",
 		ratio(p50(scSlow, implRedsync), p50(scUncontended, implRedsync)), "×")
 	info("hand-off p50, 10 ms retry", "redlock WithRetryDelay(10ms)", p50(scHandoff, implOursRetry10)/1000, "ms")

@@ -25,6 +25,8 @@ const (
 	implFloor5    = "floor: SET NX PX + DEL, 5 nodes parallel"
 	implRawFloor  = "floor: raw RESP, one thread, ppoll, first 3 of 5"
 
+	implOursUnfaulted = "redlock, no node slowed (interleaved reference)"
+
 	implOursRetry10    = "redlock WithRetryDelay(10ms)"
 	implRedsyncRetry10 = "redsync WithRetryDelay(10ms)"
 	implFencingOff     = "redlock, fencing off"
@@ -131,7 +133,11 @@ func (e *env) latency(scenario string, ms []maker, addrs []string, o latencyOpts
 		time.Sleep(settle)
 	}()
 	for _, m := range ms {
-		cs := clients(addrs, m.nodes)
+		a := addrs
+		if m.addrs != nil {
+			a = m.addrs
+		}
+		cs := clients(a, m.nodes)
 		open = append(open, cs)
 		im, err := m.new(m.name, cs)
 		if err != nil {
@@ -192,6 +198,12 @@ func (e *env) slowNode() {
 			ms = append(ms, m)
 		}
 	}
+	// Our unfaulted reference, interleaved with the faulted series in the
+	// same blocks: the machine's speed drifts by up to a third over a
+	// bench run, and the uncontended scenario ran earlier.
+	ref := ours(implOursUnfaulted)
+	ref.addrs = e.addrs
+	ms = append(ms, ref)
 	e.latency(scSlow, ms, e.slow, latencyOpts{warm: 50, iters: e.iters, budget: 3 * time.Second})
 }
 
