@@ -243,6 +243,12 @@ func (c *Client) LockPath(ctx context.Context, path string, ttl time.Duration, o
 // refused while any live reader holds it, and readers while a writer
 // does. A reader whose lease expired stops blocking writers.
 //
+// Readers are preferred: a new reader joins readers that hold the key,
+// and a writer waits for all of them, so readers that keep overlapping
+// keep writers out for as long as they do (TryLock fails with
+// ErrContended, Lock keeps retrying). Where writers must get through
+// under steady reads, leave gaps between readers.
+//
 // Why a reader and a writer never both win: each needs a quorum (N/2+1)
 // of the N nodes, two quorums share a node, and on that node the key
 // holds either the writer's token or the readers' marker, never both:

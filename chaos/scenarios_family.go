@@ -271,7 +271,8 @@ func (e *env) startFamily(ctx context.Context, kind familyKind) (stop func(), er
 
 // familyLoop is one family client: acquire, write to the resource when
 // it is a fenced writer, hold 30ms to 60ms (one time in three extending
-// once midway, one in six auto-extending and holding up to two TTLs),
+// once midway, one in six auto-extending and holding up to two TTLs,
+// except permits and readers),
 // release, pause; on a lost attempt, pause and try again.
 func (e *env) familyLoop(ctx context.Context, id int, rl *redlock.Client, kind familyKind) {
 	const hold, pause = 60 * time.Millisecond, 10 * time.Millisecond
@@ -289,9 +290,14 @@ func (e *env) familyLoop(ctx context.Context, id int, rl *redlock.Client, kind f
 		var done <-chan struct{}
 		actx, stopExtending := context.WithCancel(ctx)
 		switch p := rand.IntN(6); {
-		case p == 0 && kind != familyPermit:
+		case p == 0 && kind != familyPermit && a.mode != ModeRead:
 			// Not for permits: two long holds of a limit-2 semaphore
-			// would leave no grant to see in a fault window.
+			// would leave no grant to see in a fault window. Nor for
+			// readers: readers are preferred (a writer is refused while
+			// any reader holds the key; see TryRLock), and readers held
+			// for up to two TTLs, overlapping, kept every writer out of
+			// a short run once (a fresh-clone CI run: 100 grants, all
+			// reads).
 			if l.AutoExtend(actx) == nil {
 				done = l.Done()
 				d = rand.N(2 * e.p.TTL)
