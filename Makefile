@@ -91,7 +91,7 @@ SOAK ?= 10m
 SOAK_TIMEOUT ?= 30m
 .PHONY: soak
 soak: redis
-	cd chaos && $(GO) test -race -count=1 -run '^(TestSoak|TestStress)$$' -soak $(SOAK) -stress $(SOAK) -timeout $(SOAK_TIMEOUT) -v ./stress
+	cd chaos && $(GO) test -race -count=1 -run '^(TestSoak|TestStress)$$' -timeout $(SOAK_TIMEOUT) -v ./stress -args -soak=$(SOAK) -stress=$(SOAK)
 
 # Chaos: the long chaos suite (every scenario, 20s each by default; set
 # CHAOS_FLAGS, e.g. --duration 1m or --scenario pause,skew-beyond) on local
