@@ -67,9 +67,13 @@ local function path(k0, n, tok, ttl)
 end
 
 local function read(k0, n, tok, ttl)
-  local h = held(KEYS[k0], marker)
-  if h ~= 1 then
-    return h
+  -- The marker, or the marker with a waiting writer's mark
+  -- (read_acquire.lua).
+  local v = redis.call('GET', KEYS[k0])
+  if not v then
+    return 0
+  elseif v ~= marker and string.sub(v, 1, #marker + 3) ~= marker .. ':w:' then
+    return -1
   end
   local t = clock()
   local s = redis.call('ZSCORE', KEYS[k0 + 1], tok)

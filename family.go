@@ -344,7 +344,7 @@ func (c *Client) tryFamily(ctx context.Context, f *family, ttl time.Duration, cf
 	if err != nil {
 		return nil, err
 	}
-	return c.tryLock(ctx, f.keys, ttl, token, cfg, f)
+	return c.tryLock(ctx, f.keys, ttl, token, cfg, f, 0)
 }
 
 // errLimitMismatch is the node error of a permit refused because the

@@ -175,7 +175,7 @@ func (c *Client) TryLockKeys(ctx context.Context, keys []string, ttl time.Durati
 	if err != nil {
 		return nil, err
 	}
-	return c.tryLock(ctx, keys, ttl, token, cfg, nil)
+	return c.tryLock(ctx, keys, ttl, token, cfg, nil, 0)
 }
 
 // LockKeys acquires all of keys, as one lock, for ttl on a quorum of

@@ -41,7 +41,7 @@ const releasePrefix = "redlock:release:"
 
 // ReleaseChannel returns the pub/sub channel on which Unlock announces the
 // release of key on each node: "redlock:release:" + key. The message is
-// empty. Waiting Lock calls subscribe to it (see WithHandoff); other
+// empty, or "r" when the last reader of a read lock on key left. Waiting Lock calls subscribe to it (see WithHandoff); other
 // programs may too. With WithKeyPrefix(p) the channel is
 // p + ReleaseChannel(key).
 func ReleaseChannel(key string) string { return releasePrefix + key }
@@ -59,6 +59,10 @@ type hub struct {
 type waiter struct {
 	keys []string
 	wake chan struct{} // buffered: wake-ups coalesce
+	// reader: an RLock, which readers' releases do not wake (message
+	// "r", read_release.lua): it waits for a writer's release, or for
+	// a waiting writer's mark to end (see Client.RLock).
+	reader bool
 }
 
 // session is the set of subscriptions, one per node, of one busy period.
@@ -73,8 +77,8 @@ type session struct {
 // join registers a waiter for keys, starting the subscriptions if none
 // run. The waiter is woken when the subscriptions are (or already were)
 // confirmed, and on every release of one of its keys.
-func (h *hub) join(c *Client, keys []string) *waiter {
-	w := &waiter{keys: keys, wake: make(chan struct{}, 1)}
+func (h *hub) join(c *Client, keys []string, reader bool) *waiter {
+	w := &waiter{keys: keys, wake: make(chan struct{}, 1), reader: reader}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.waiters == nil {
@@ -183,7 +187,7 @@ func (s *session) read(h *hub, ps *redis.PubSub) {
 		switch m := msg.(type) {
 		case *redis.Message:
 			if k, ok := strings.CutPrefix(m.Channel, s.chans); ok {
-				h.wakeKey(k)
+				h.wakeKey(k, m.Payload == readersLeft)
 			}
 		case *redis.Subscription:
 			if m.Kind == "psubscribe" {
@@ -195,10 +199,18 @@ func (s *session) read(h *hub, ps *redis.PubSub) {
 	}
 }
 
-func (h *hub) wakeKey(k string) {
+// readersLeft is the message of the last reader's release of a read
+// lock; a writer's release, and a permit's, announce an empty message.
+const readersLeft = "r"
+
+// wakeKey wakes the waiters for k; when the last reader of k left
+// (byReaders), not the readers among them.
+func (h *hub) wakeKey(k string, byReaders bool) {
 	h.mu.Lock()
 	for w := range h.waiters[k] {
-		w.notify()
+		if !byReaders || !w.reader {
+			w.notify()
+		}
 	}
 	h.mu.Unlock()
 }

@@ -110,6 +110,7 @@ func (c *Client) run(ctx context.Context, op opKind, l *Lock, ttl time.Duration)
 	}
 	if op == opAcquire {
 		req.unlocked = &l.unlocked
+		req.intent = l.intent
 	}
 	return c.runReq(ctx, req, l.cfg)
 }

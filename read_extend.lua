@@ -1,8 +1,10 @@
 -- Read lock extend, on this node. KEYS and ARGV as for read_acquire.lua.
 -- Returns 1 when our live read lease was extended, -1 when a writer holds
 -- the key, 0 when our lease is gone. Nothing is changed unless 1.
+-- The marker may carry a waiting writer's mark (read_acquire.lua).
+local m = ARGV[3]
 local v = redis.call('GET', KEYS[1])
-if v ~= ARGV[3] then
+if v ~= m and not (v and string.sub(v, 1, #m + 3) == m .. ':w:') then
   if v then
     return -1
   end

@@ -167,7 +167,7 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 	if err != nil {
 		return nil, err
 	}
-	return c.tryLock(ctx, []string{key}, ttl, token, cfg, nil)
+	return c.tryLock(ctx, []string{key}, ttl, token, cfg, nil, 0)
 }
 
 // Lock acquires key for ttl like TryLock, retrying after a jittered delay
@@ -195,11 +195,12 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 }
 
 // tryLock is one attempt on validated keys; fam is nil for a key lock.
-func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, token string, cfg *config, fam *family) (*Lock, error) {
+// intent is request.intent: positive for Lock's attempts on key locks.
+func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, token string, cfg *config, fam *family, intent time.Duration) (*Lock, error) {
 	if err := c.check(ctx, ttl, cfg); err != nil {
 		return nil, err
 	}
-	l := &Lock{c: c, keys: keys, token: token, ttl: ttl, maxTTL: ttl, cfg: cfg, fam: fam, actx: ctx}
+	l := &Lock{c: c, keys: keys, token: token, ttl: ttl, maxTTL: ttl, cfg: cfg, fam: fam, actx: ctx, intent: intent}
 	if err := ctx.Err(); err != nil {
 		qe := c.unsentError(opAcquire, l.shownKeys(), ErrNotObtained, err)
 		if cfg.obs != nil {

@@ -40,6 +40,10 @@ type request struct {
 	// setnx: an acquire of one key, unfenced, sent as SET NX PX; the
 	// acquire script runs only on refusal (see setReply).
 	setnx bool
+	// intent (a key lock's acquire by Lock, not TryLock): on a
+	// refusal, the acquire script marks the keys that readers hold for
+	// this long, so that new readers wait (acquire.lua, writerMark).
+	intent time.Duration
 
 	// Set by prepare: the script and its EVALSHA command (or SET NX PX),
 	// boxed once per round. Each node gets its own copy of the argument
@@ -99,10 +103,14 @@ func (req *request) prepare(n int) {
 	case req.op == opAcquire:
 		req.script = scriptAcquire
 		ex[0], ne = pxMillis(req.ttl), 1
-		if req.fenced {
+		switch {
+		case req.fenced:
 			req.script, keys = scriptAcquireFenced, req.fkeys
-		} else if len(keys) == 1 {
-			req.setnx = true
+		case len(keys) == 1:
+			req.setnx = true // the mark goes with the script (scriptArgs)
+		}
+		if req.intent > 0 && !req.setnx {
+			ex[1], ex[2], ne = pxMillis(req.intent), readMarker, 3
 		}
 	case req.op == opExtend:
 		req.script = scriptExtend
@@ -165,7 +173,11 @@ func (req *request) evalArgs() []any {
 func (req *request) scriptArgs(cmd string, script any) []any {
 	t := req.argv[len(req.argv)-req.width:] // the pristine copy
 	if req.setnx {
-		// SET key token NX PX ttl: the acquire script's KEYS and ARGV.
+		// SET key token NX PX ttl: the acquire script's KEYS and ARGV,
+		// and a waiting writer's mark (see request.intent).
+		if req.intent > 0 {
+			return []any{cmd, script, 1, t[1], t[2], t[5], pxMillis(req.intent), readMarker}
+		}
 		return []any{cmd, script, 1, t[1], t[2], t[5]}
 	}
 	args := append([]any(nil), t...)

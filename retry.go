@@ -18,6 +18,10 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 	if cfg.token != "" {
 		return nil, invalidf("WithToken applies to TryLock only: retries under one token could release each other's keys")
 	}
+	var intent time.Duration
+	if fam == nil {
+		intent = writerMark(cfg.retryDelay)
+	}
 	var timer *time.Timer
 	var w *waiter // pub/sub hand-off, joined once the key is found held
 	defer func() {
@@ -38,7 +42,7 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 			w.drain() // this attempt sees the releases announced so far
 			wake = w.wake
 		}
-		l, err := c.tryLock(ctx, keys, ttl, token, cfg, fam)
+		l, err := c.tryLock(ctx, keys, ttl, token, cfg, fam, intent)
 		if err == nil || !retryable(err) {
 			return l, err
 		}
@@ -50,7 +54,7 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 			if fam != nil {
 				on = fam.wake
 			}
-			w = c.hub.join(c, on)
+			w = c.hub.join(c, on, fam != nil && fam.kind == kindRead)
 			wake = w.wake
 		}
 		d := jitter(cfg.retryDelay)
@@ -72,6 +76,19 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 		}
 	}
 }
+
+// writerMark is how long a Lock attempt that readers refused marks the
+// key (acquire.lua): new readers are refused until then, and each attempt
+// renews the mark. Three mean retry delays, at least 100ms: longer than
+// the widest gap between attempts (jitter's 1.5 delays, plus the attempt),
+// so the mark lasts while the writer waits; and no longer than that after
+// it stops waiting.
+func writerMark(retryDelay time.Duration) time.Duration {
+	return max(3*retryDelay, minWriterMark)
+}
+
+// minWriterMark is writerMark's least.
+const minWriterMark = 100 * time.Millisecond
 
 // retryable reports whether another attempt may succeed.
 func retryable(err error) bool {

@@ -39,7 +39,7 @@ func Scenarios() []Scenario {
 		{Name: "path-locks", Expect: ExpectSafe, run: family(familyPath),
 			Doc: "6 clients take folder locks (TryLockPath) on a tree of depth 3 whose names share prefixes (a, ab, a-1); mid-lock, one node is killed (restarted empty after a delay) and, while it is down, another paused. 0 violations: no two holds of related paths (same, ancestor or descendant, by whole components) at once; locks granted during each fault, and unrelated paths held at once."},
 		{Name: "read-write", Expect: ExpectSafe, run: family(familyReadWrite),
-			Doc: "6 clients mix readers (TryRLock) and fenced writers (TryLock) on 2 keys; mid-lock, one node is killed (restarted empty after a delay) and, while it is down, another paused. 0 violations: a writer never overlaps a reader or a writer, and no stale fenced write is accepted; readers and writers both granted, readers shared a key."},
+			Doc: "6 clients mix readers (TryRLock) and fenced writers (TryLock, or Lock waiting up to half a TTL, which marks a key readers hold) on 2 keys; mid-lock, one node is killed (restarted empty after a delay) and, while it is down, another paused. 0 violations: a writer never overlaps a reader or a writer, and no stale fenced write is accepted; readers and writers both granted, readers shared a key."},
 		{Name: "semaphore", Expect: ExpectSafe, run: family(familyPermit),
 			Doc: "6 clients take permits (TryAcquire) of one semaphore of limit 2, each granted by SemaphoreQuorum(5, 2) = 4 nodes; mid-lock, one node is killed (restarted empty after a delay), then another paused. 0 violations: never more than 2 permits at once; permits granted during each fault, and 2 held at once."},
 	}

@@ -23,7 +23,7 @@ type familyKind int
 
 const (
 	familyPath      familyKind = iota // TryLockPath on a small tree
-	familyReadWrite                   // TryRLock readers and fenced TryLock writers
+	familyReadWrite                   // TryRLock readers and fenced writers (TryLock, or Lock for half a TTL)
 	familyPermit                      // TryAcquire with familyLimit
 )
 
@@ -350,7 +350,15 @@ func (e *env) tryFamily(ctx context.Context, id int, rl *redlock.Client, a famil
 	case ModePermit:
 		l, err = rl.TryAcquire(ctx, a.key, a.limit, e.p.TTL)
 	default:
-		l, err = rl.TryLock(ctx, a.key, e.p.TTL, redlock.WithFencing())
+		if rand.IntN(2) == 0 {
+			// A writer that waits (Lock, for up to half a TTL): it marks
+			// a key that readers hold, and new readers wait for it.
+			wctx, cancel := context.WithTimeout(ctx, e.p.TTL/2)
+			l, err = rl.Lock(wctx, a.key, e.p.TTL, redlock.WithFencing())
+			cancel()
+		} else {
+			l, err = rl.TryLock(ctx, a.key, e.p.TTL, redlock.WithFencing())
+		}
 	}
 	t1 := clock.Now()
 	if err != nil && ctx.Err() != nil {
