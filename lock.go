@@ -24,7 +24,7 @@ type Lock struct {
 	// intent is how long an acquire that readers refuse marks the key
 	// (request.intent); 0 but for Lock's attempts on key locks.
 	intent time.Duration
-	fence    int64     // fencing token; 0 without WithFencing
+	fence  int64 // fencing token; 0 without WithFencing
 
 	// extMu serialises Extend rounds. Two Extends in flight at once
 	// could reach the nodes in either order while the deadline would be

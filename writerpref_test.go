@@ -303,7 +303,7 @@ func TestReadWriteRandomized(t *testing.T) {
 				}
 				acquired(l, ks, write, from)
 				time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond) // the holder's work
-				released(l, ks)                                             // before Unlock: its keys may be free once it starts
+				released(l, ks)                                            // before Unlock: its keys may be free once it starts
 				_ = l.Unlock(ctx)
 			}
 		})
