@@ -21,10 +21,10 @@ type Lock struct {
 	actx  context.Context // the acquiring call's, for observer events
 
 	acquired time.Time // monotonic start of the acquiring round
+	fence    int64     // fencing token; 0 without WithFencing
 	// intent is how long an acquire that readers refuse marks the key
 	// (request.intent); 0 but for Lock's attempts on key locks.
 	intent time.Duration
-	fence  int64 // fencing token; 0 without WithFencing
 
 	// extMu serialises Extend rounds. Two Extends in flight at once
 	// could reach the nodes in either order while the deadline would be
