@@ -243,11 +243,17 @@ func (c *Client) LockPath(ctx context.Context, path string, ttl time.Duration, o
 // refused while any live reader holds it, and readers while a writer
 // does. A reader whose lease expired stops blocking writers.
 //
-// Readers are preferred: a new reader joins readers that hold the key,
-// and a writer waits for all of them, so readers that keep overlapping
-// keep writers out for as long as they do (TryLock fails with
-// ErrContended, Lock keeps retrying). Where writers must get through
-// under steady reads, leave gaps between readers.
+// A writer that waits is not starved by readers that keep overlapping:
+// each attempt of Lock (or LockKeys) that readers refuse marks the key
+// on the nodes that refused it, for three retry delays (at least 100ms),
+// renewed by the next attempt. While the mark lasts, TryRLock and RLock
+// are refused (ErrContended) unless the caller's token holds a live
+// lease there, so the readers that hold the key leave and the writer
+// gets in; the mark goes with the key at the last reader's release,
+// whose announcement wakes the writer and not the waiting readers. A
+// writer that gives up holds new readers off for the rest of its mark.
+// TryLock does not mark: against readers that keep overlapping it keeps
+// failing with ErrContended.
 //
 // Why a reader and a writer never both win: each needs a quorum (N/2+1)
 // of the N nodes, two quorums share a node, and on that node the key
@@ -271,7 +277,9 @@ func (c *Client) TryRLock(ctx context.Context, key string, ttl time.Duration, op
 
 // RLock takes a read lock on key like TryRLock, retrying like Lock until
 // it wins or ctx is done; it wakes when the writer releases (WithHandoff,
-// default on). Errors are those of TryRLock and Lock.
+// default on), not when the last reader does: a waiting writer's mark
+// (see TryRLock) then holds it off anyway. Errors are those of TryRLock
+// and Lock.
 func (c *Client) RLock(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
 	f, cfg, err := c.readFamily(key, opts)
 	if err != nil {

@@ -181,7 +181,9 @@ func (c *Client) TryLockKeys(ctx context.Context, keys []string, ttl time.Durati
 // LockKeys acquires all of keys, as one lock, for ttl on a quorum of
 // nodes, retrying after a jittered delay (WithRetryDelay, default 50ms ±
 // 50%) until it wins, ctx is done, or the retry budget (WithMaxTries,
-// default: none) is spent. The keys are taken as by TryLockKeys.
+// default: none) is spent. The keys are taken as by TryLockKeys. Like
+// Lock, a refused attempt marks those of keys that readers hold (see
+// TryRLock).
 //
 // Errors are those of TryLockKeys. When ctx ends the wait, the error
 // matches ErrNotObtained and ctx.Err(). Bad input (ErrInvalid) is
