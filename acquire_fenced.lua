@@ -1,33 +1,18 @@
 -- Fenced acquire: acquire.lua plus the fencing counters, on this node.
 -- KEYS[1..n]: the lock's keys; KEYS[n+1..2n]: their fence counters.
 -- ARGV[1]: our token. ARGV[2]: TTL in milliseconds. ARGV[3], ARGV[4]
--- (optional): a waiting writer's mark, as for acquire.lua.
+-- (optional): a waiting writer's mark (writer_mark.lua).
 -- When no key holds another token, sets every key to our token and every
 -- counter to f = 1 + the largest of the counters, and returns {1, f}: the
 -- counters are raised while our token holds the keys, in one atomic step.
--- Returns {0, 0} and changes nothing when a key holds another token.
+-- Returns {0, 0} when a key holds another token, and changes nothing but
+-- a waiting writer's mark (writer_mark.lua).
 -- Counters never expire and never decrease.
 local n = #KEYS / 2
 for i = 1, n do
   local v = redis.call('GET', KEYS[i])
   if v and v ~= ARGV[1] then
-    local m = ARGV[4]
-    if m then
-      local now
-      for j = 1, n do
-        local w = redis.call('GET', KEYS[j])
-        if w and (w == m or string.sub(w, 1, #m + 3) == m .. ':w:') then
-          local pttl = redis.call('PTTL', KEYS[j])
-          if pttl > 0 then
-            if not now then
-              local t = redis.call('TIME')
-              now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-            end
-            redis.call('SET', KEYS[j], m .. ':w:' .. string.format('%d', now + tonumber(ARGV[3])), 'PX', pttl)
-          end
-        end
-      end
-    end
+    markReaders(n)
     return {0, 0}
   end
 end

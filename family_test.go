@@ -217,11 +217,7 @@ func TestReadWrite(t *testing.T) {
 		require.NoError(t, w.Unlock(ctx))
 		return true
 	}, "want the writer in once the abandoned reader's lease expired")
-	for i, c := range clients {
-		eventually(t, 2*time.Second, func() bool {
-			return get(t, c, k) == "" && c.Exists(ctx, redlock.ReadersKey(k)).Val() == 0
-		}, "node %d keeps the lock key or the readers key", i+1)
-	}
+	requireRWGone(t, clients, k, 2*time.Second)
 }
 
 // TestRWHandoff: a writer waiting for readers wakes on the last reader's

@@ -96,3 +96,15 @@ func poll(t testing.TB, wait, interval time.Duration, cond func() bool, format s
 		time.Sleep(interval)
 	}
 }
+
+// requireRWGone waits (up to wait) until no node keeps k or its readers
+// key: a read-write lock that was released or expired leaves nothing.
+func requireRWGone(t testing.TB, clients []redis.UniversalClient, k string, wait time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	for i, c := range clients {
+		eventually(t, wait, func() bool {
+			return get(t, c, k) == "" && c.Exists(ctx, redlock.ReadersKey(k)).Val() == 0
+		}, "node %d keeps %s or its readers key", i+1, k)
+	}
+}

@@ -16,6 +16,8 @@ import (
 // request.prepare); a release of one key runs release_one.lua.
 
 var (
+	//go:embed writer_mark.lua
+	writerMarkSrc string
 	//go:embed acquire.lua
 	acquireSrc string
 	//go:embed acquire_fenced.lua
@@ -49,8 +51,8 @@ var (
 	//go:embed sem_release.lua
 	semReleaseSrc string
 
-	scriptAcquire       = newLua(acquireSrc)
-	scriptAcquireFenced = newLua(acquireFencedSrc)
+	scriptAcquire       = newLua(writerMarkSrc + acquireSrc)
+	scriptAcquireFenced = newLua(writerMarkSrc + acquireFencedSrc)
 	scriptFence         = newLua(fenceSrc)
 	scriptExtend        = newLua(extendSrc)
 	scriptRelease       = newLua(releaseSrc)

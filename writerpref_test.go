@@ -166,11 +166,7 @@ func TestWriterMarkEnds(t *testing.T) {
 	r4, err := rl.TryRLock(ctx, k, 5*time.Second)
 	require.NoError(t, err, "want a reader in at once after the writer: no mark left")
 	require.NoError(t, r4.Unlock(ctx))
-	for i, c := range clients {
-		eventually(t, 10*time.Second, func() bool {
-			return get(t, c, k) == "" && c.Exists(ctx, redlock.ReadersKey(k)).Val() == 0
-		}, "node %d keeps the lock key or the readers key", i+1)
-	}
+	requireRWGone(t, clients, k, 10*time.Second)
 }
 
 // TestWriterMarkKeysAndFencing: LockKeys marks each of its keys that
@@ -312,12 +308,8 @@ func TestReadWriteRandomized(t *testing.T) {
 	t.Logf("granted: %d reads, %d writes", reads.Load(), writes.Load())
 	require.Positive(t, reads.Load(), "seed %d: no read lock granted", seed)
 	require.Positive(t, writes.Load(), "seed %d: no write lock granted", seed)
-	for i, c := range clients {
-		for _, k := range keys {
-			eventually(t, 10*time.Second, func() bool {
-				return get(t, c, k) == "" && c.Exists(ctx, redlock.ReadersKey(k)).Val() == 0
-			}, "seed %d: node %d keeps %s or its readers key", seed, i+1, k)
-		}
+	for _, k := range keys {
+		requireRWGone(t, clients, k, 10*time.Second) // the seed is logged above
 	}
 }
 
