@@ -22,6 +22,12 @@ import (
 // retry delay. A message from any node is only a hint: the retry is an
 // ordinary attempt.
 //
+// The last reader of a read lock announces its release with the message
+// "r", a writer and a permit with an empty one. Waiting readers ignore
+// "r": what refused them was a writer, or a waiting writer's mark (see
+// Client.TryRLock), and the writer that "r" wakes should not have to
+// race them for the key.
+//
 // The jittered delay stays as the fallback, since messages are lost when
 // the holder's lock expires instead of being released, when a node is
 // down, or between a subscription's loss and its renewal.
