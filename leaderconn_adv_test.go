@@ -480,10 +480,13 @@ func TestAdvTxCloseDuringTraffic(t *testing.T) {
 }
 
 // TestAdvTxSmallPool: go-redis clients with a pool of minPoolForConn
-// connections, or as many active ones, shared by several Clients (whose
-// leaders each hold a connection) and direct users. Every lock is
-// granted, the pools never grow past their size, and every connection is
-// back in its pool after Close.
+// connections, or as many active ones, shared by several Clients and
+// direct users. Under PoolSize the leaders each hold a connection; under
+// MaxActiveConns (a hard cap: go-redis fails a request over it at once)
+// they hold none (ownConnFits), so neither the locks nor the direct
+// user's PINGs ever see ErrPoolExhausted. Every lock is granted, the
+// pools never grow past their size, and every connection is back in its
+// pool after Close.
 func TestAdvTxSmallPool(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -865,15 +868,16 @@ func TestAdvTxTakeDoesNotHoldRequests(t *testing.T) {
 	nodes := redistest.Nodes(t, 3)
 	gate := make(chan struct{})
 	var takes atomic.Int32
-	testHookTake = func() {
+	hook := func() {
 		takes.Add(1)
 		<-gate
 	}
+	testHookTake.Store(&hook)
 	var opened sync.Once
 	open := func() { opened.Do(func() { close(gate) }) }
 	t.Cleanup(func() {
 		open()
-		testHookTake = nil
+		testHookTake.Store(nil)
 	})
 	clients := advClients(t, nodes, nil)
 	c := advNew(t, clients)

@@ -227,12 +227,15 @@ type leaderConn struct {
 const minPoolForConn = 4
 
 // ownConnFits reports whether a leader may hold a connection of a client
-// with options o: not Sentinel's failover client, and a pool (and a
-// limit on active connections, if any) of at least minPoolForConn, so
-// that the client's other users are not left waiting for one.
+// with options o: not Sentinel's failover client, a pool of at least
+// minPoolForConn, so that the client's other users are not left waiting
+// for one, and no MaxActiveConns below PoolSize. go-redis turns a
+// request over MaxActiveConns into ErrPoolExhausted at once, where one
+// over PoolSize waits up to PoolTimeout: a connection held under such a
+// hard cap would turn the waits of the client's other users into errors.
 func ownConnFits(o *redis.Options) bool {
 	return o.Addr != failoverAddr && o.PoolSize >= minPoolForConn &&
-		(o.MaxActiveConns <= 0 || o.MaxActiveConns >= minPoolForConn)
+		(o.MaxActiveConns <= 0 || o.MaxActiveConns >= o.PoolSize)
 }
 
 // leaderConnIdle is how long a leader waits for the next request before
@@ -313,8 +316,8 @@ func (lc *leaderConn) take(rc *redis.Client) {
 		// A panic in go-redis here would end the process: it is taken
 		// as a Watch that returned (no connection of our own).
 		defer func() { _ = recover() }()
-		if testHookTake != nil {
-			testHookTake()
+		if hook := testHookTake.Load(); hook != nil {
+			(*hook)()
 		}
 		_ = rc.Watch(context.Background(), func(tx *redis.Tx) error {
 			got <- tx // buffered: never blocks
@@ -325,9 +328,10 @@ func (lc *leaderConn) take(rc *redis.Client) {
 	lc.got, lc.ended, lc.done = got, ended, done
 }
 
-// testHookTake, if set (by a test, before any Client exists), runs on the
-// goroutine of every take before its Watch.
-var testHookTake func()
+// testHookTake, if set by a test, runs on the goroutine of every take
+// before its Watch. It is atomic: a take goroutine of an earlier test's
+// Client may still be starting when the next test sets or clears it.
+var testHookTake atomic.Pointer[func()]
 
 // holds reports whether the leader holds a connection, or is taking one.
 func (lc *leaderConn) holds() bool { return lc.done != nil }

@@ -293,7 +293,9 @@ func TestOwnConnFits(t *testing.T) {
 		{"pool of minPoolForConn", redis.Options{Addr: "a:1", Protocol: 2, PoolSize: minPoolForConn}, true},
 		{"small pool", redis.Options{Addr: "a:1", Protocol: 2, PoolSize: minPoolForConn - 1}, false},
 		{"few active connections", redis.Options{Addr: "a:1", Protocol: 2, PoolSize: 20, MaxActiveConns: 2}, false},
-		{"enough active connections", redis.Options{Addr: "a:1", Protocol: 2, PoolSize: 20, MaxActiveConns: minPoolForConn}, true},
+		{"active connections below the pool", redis.Options{Addr: "a:1", Protocol: 2, PoolSize: 20, MaxActiveConns: minPoolForConn}, false},
+		{"active connections as many as the pool", redis.Options{Addr: "a:1", Protocol: 2, PoolSize: 20, MaxActiveConns: 20}, true},
+		{"active connections above the pool", redis.Options{Addr: "a:1", Protocol: 2, PoolSize: 10, MaxActiveConns: 20}, true},
 		{"failover client", redis.Options{Addr: failoverAddr, Protocol: 2, PoolSize: 20}, false},
 	}
 	for _, tt := range tests {
