@@ -240,14 +240,14 @@ func (c *Client) extendTick(tk *tick, es []*entry, late time.Duration) {
 			// An Extend of the caller's moved the deadline since: not
 			// due yet.
 			l.mu.Unlock()
-			l.extMu.Unlock()
+			l.unlockExt()
 			s.add(c, e, due, dl)
 			continue
 		}
 		left, released := l.startExtendLocked(start, e.ttl)
 		l.mu.Unlock()
 		if err := l.unsentExtend(left, released); err != nil {
-			l.extMu.Unlock()
+			l.unlockExt()
 			c.extended(e, err)
 			continue
 		}
@@ -390,7 +390,7 @@ func (c *Client) collectTick(tk *tick, items []*batchItem) {
 				l.mu.Unlock()
 			}
 			err := l.endExtend(out, it.e.ttl)
-			l.extMu.Unlock()
+			l.unlockExt()
 			c.extended(it.e, err)
 		}
 		pending = kept

@@ -33,6 +33,10 @@ type Lock struct {
 	// round at a time, and a node's requests run in order (pipe.go), so
 	// the last won round is what its quorum holds.
 	extMu sync.Mutex
+	// extWait, when set, is closed by the next unlockExt: an Extend of
+	// the caller's that found extMu held waits on it, and on its ctx
+	// (lockExt). A pointer, so that a lock nobody waits on costs 8 bytes.
+	extWait atomic.Pointer[chan struct{}]
 	// floor (nanoseconds; 0: none) is the smallest TTL of a request of
 	// this lock (acquire or extend) that failed, and so may still land
 	// on its node later than a request sent after it, even one that
@@ -152,7 +156,7 @@ func (l *Lock) Deadline() time.Time {
 // Extends of one lock run one at a time (a second call waits for the
 // first one's round: at most its per-node timeout, or for an
 // auto-extension waiting on silent nodes, until the loss margin; see
-// AutoExtend), so Validity never
+// AutoExtend; or until its own ctx is done), so Validity never
 // promises more than the TTL the last won round set on a quorum, however
 // calls interleave, AutoExtend's included. When an earlier request of
 // the lock failed (it may still land later and set its TTL again), a
@@ -160,7 +164,8 @@ func (l *Lock) Deadline() time.Time {
 //
 // Errors: ErrInvalid for a nil or zero *Lock, a nil ctx or a bad ttl;
 // otherwise a *QuorumError listing every node (reach it with errors.As):
-// matching ctx.Err() when ctx is done before the call (nothing is sent,
+// matching ctx.Err() when ctx is done before the call, or while the call
+// waited for another extension of the lock to end (nothing is sent,
 // every node is NodePending); matching ErrNotHeld and ErrExpired when
 // Validity had already run out (nothing is sent: the lock must be
 // acquired again), and ErrReleased too after Unlock; matching ErrNotHeld
@@ -185,12 +190,52 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return l.c.unsentError(opExtend, l.shownKeys(), err)
 	}
-	l.extMu.Lock()
-	defer l.extMu.Unlock()
+	if err := l.lockExt(ctx); err != nil {
+		// ctx ended while an extension in flight held the lock's
+		// rounds: nothing was sent.
+		return l.c.unsentError(opExtend, l.shownKeys(), err)
+	}
+	defer l.unlockExt()
 	if err := l.startExtend(ttl); err != nil {
 		return err
 	}
 	return l.endExtend(l.c.run(ctx, opExtend, l, ttl), ttl)
+}
+
+// lockExt takes l.extMu, waiting for the extension that holds it (the
+// scheduler's or another Extend's) or for ctx, whichever ends first; it
+// returns ctx.Err() in the second case, without extMu.
+func (l *Lock) lockExt(ctx context.Context) error {
+	for {
+		if l.extMu.TryLock() {
+			return nil
+		}
+		ch := l.extWait.Load()
+		if ch == nil {
+			c := make(chan struct{})
+			if !l.extWait.CompareAndSwap(nil, &c) {
+				continue
+			}
+			ch = &c
+		}
+		// Registered before this look: an unlockExt after it closes ch.
+		if l.extMu.TryLock() {
+			return nil
+		}
+		select {
+		case <-*ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// unlockExt releases l.extMu and wakes the Extends waiting for it.
+func (l *Lock) unlockExt() {
+	l.extMu.Unlock()
+	if ch := l.extWait.Swap(nil); ch != nil {
+		close(*ch)
+	}
 }
 
 // startExtend checks, before an extension of ttl is sent, that the lock

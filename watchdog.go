@@ -209,7 +209,8 @@ func (l *Lock) Err() error {
 // Unlock takes the lock out of the scheduler; an extension of it still in
 // flight is not waited for, and is not applied (its request, sent before
 // the release on every node, cannot outlive it). An Extend of the
-// caller's waits for one in flight (see Extend). Errors:
+// caller's waits for one in flight, or until its own ctx is done (see
+// Extend). Errors:
 // ErrInvalid for a nil *Lock or ctx, ErrAlreadyExtending, or Err() when
 // the lock has already ended.
 func (l *Lock) AutoExtend(ctx context.Context) error {

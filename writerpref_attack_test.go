@@ -1,0 +1,868 @@
+package redlock_test
+
+// Adversarial tests of the waiting writer's mark (writer_mark.lua,
+// read_acquire.lua, read_extend.lua, read_release.lua, extend_batch.lua).
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed543a70bd/redlock"
+)
+
+// atkCall runs f; hung is true when it did not return within 5s.
+func atkCall[T any](f func() (T, error)) (v T, err error, hung bool) {
+	type res struct {
+		v   T
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		v, err := f()
+		ch <- res{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err, false
+	case <-time.After(5 * time.Second):
+		return v, nil, true
+	}
+}
+
+// atkCleanErr checks that err is one a user can match: nil, or
+// ErrNotObtained with no node failure other than a wrong-type key when
+// wrongTypeOK. It returns a description of what is wrong, or "".
+func atkCleanErr(err error, wrongTypeOK bool) string {
+	if err == nil {
+		return ""
+	}
+	if !errors.Is(err, redlock.ErrNotObtained) {
+		return "not ErrNotObtained: " + err.Error()
+	}
+	var qe *redlock.QuorumError
+	if !errors.As(err, &qe) {
+		return "not a *QuorumError: " + err.Error()
+	}
+	for _, n := range qe.Nodes {
+		if n.Status == redlock.NodeFailed {
+			if errors.Is(n.Err, context.DeadlineExceeded) || errors.Is(n.Err, redlock.ErrNodeTimeout) {
+				continue // the caller's ctx ended during the round
+			}
+			if wrongTypeOK && n.Err != nil && strings.Contains(n.Err.Error(), "WRONGTYPE") {
+				continue
+			}
+			return "a node failed (reported as an outage): " + err.Error()
+		}
+	}
+	return ""
+}
+
+// TestAttackMarkOddPresets: the lock key preset on every node to odd
+// values that look like (or almost like) a marked marker, with no, a
+// live, an expired or a wrong-type readers key, with and without an
+// expiry. Every acquisition returns within its ctx with nil or a clean
+// ErrNotObtained (no node reported failed: the nodes answered), a writer
+// is never granted over a live reader lease or a key it does not own, and
+// a reader's Unlock never deletes a live foreign lease.
+func TestAttackMarkOddPresets(t *testing.T) {
+	atkOddPresets(t, false)
+}
+
+// TestAttackReadersInfScore: as TestAttackMarkOddPresets, with a readers
+// key holding a foreign lease of score +inf (made by hand): read_acquire
+// computes the key's PX as inf - now and the node fails the script
+// ("ERR value is not an integer or out of range"), which TryRLock and
+// RLock report as an outage (ErrUnreachable), after the script already
+// added the caller's lease.
+func TestAttackReadersInfScore(t *testing.T) {
+	atkOddPresets(t, true)
+}
+
+func atkOddPresets(t *testing.T, withInf bool) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	values := []string{
+		"redlock:readers:w:",
+		"redlock:readers:w:abc",
+		"redlock:readers:w:-5",
+		"redlock:readers:w:99999999999999999999",
+		"redlock:readers:wx",
+		"redlock:readers:w:inf",
+		"redlock:readers:w:nan",
+		"redlock:readers:w:0x7fffffffffff",
+		"redlock:readers:w:1e400",
+		"redlock:readers:w: 12",
+		"redlock:readers:w:12:w:34",
+		"redlock:readers",
+		"redlock:readers:",
+		"redlock:readersX",
+	}
+	type zsetKind int
+	const (
+		zNone zsetKind = iota
+		zLive
+		zExpired
+		zWrongType
+		zInf
+	)
+	zNames := []string{"no readers key", "a live foreign lease", "an expired lease", "a wrong-type readers key", "a foreign lease of score +inf"}
+	lastZ := zWrongType
+	if withInf {
+		lastZ = zInf
+	}
+	var (
+		pmu      sync.Mutex
+		problems []string
+	)
+	report := func(format string, args ...any) {
+		pmu.Lock()
+		defer pmu.Unlock()
+		problems = append(problems, fmt.Sprintf(format, args...))
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for vi, v := range values {
+		for _, ttl := range []time.Duration{5 * time.Second, 0} {
+			for z := zNone; z <= lastZ; z++ {
+				k := fmt.Sprintf("%s-%d-%d-%d", key(t), vi, ttl/time.Second, z)
+				wg.Add(1)
+				sem <- struct{}{}
+				go func() {
+					defer wg.Done()
+					defer func() { <-sem }()
+					oddPreset(ctx, rl, clients, k, v, ttl, z == zLive, z == zExpired, z == zWrongType, z == zInf, zNames[z], report)
+				}()
+			}
+		}
+	}
+	wg.Wait()
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+// atkHolder is a lock the randomized tests hold.
+type atkHolder struct {
+	l     *redlock.Lock
+	write bool
+}
+
+// atkBook records who holds which key and checks that no grant shares a
+// key with a holder of the other kind (or a writer with anyone) while
+// both are valid, as their Deadlines (read live: auto-extension and
+// Extend move them) say at the instant the grant returned.
+type atkBook struct {
+	t     *testing.T
+	seed  uint64
+	mu    sync.Mutex
+	held  map[string]map[*redlock.Lock]atkHolder
+	fence map[string]int64 // the last fence granted per key
+}
+
+func newAtkBook(t *testing.T, seed uint64, keys ...string) *atkBook {
+	b := &atkBook{t: t, seed: seed, held: map[string]map[*redlock.Lock]atkHolder{}, fence: map[string]int64{}}
+	for _, k := range keys {
+		b.held[k] = map[*redlock.Lock]atkHolder{}
+	}
+	return b
+}
+
+func (b *atkBook) acquired(l *redlock.Lock, ks []string, write bool, fenced bool) {
+	now := time.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !l.Deadline().After(now) {
+		return // no validity left: it promises nothing
+	}
+	for _, k := range ks {
+		for other, h := range b.held[k] {
+			if !other.Deadline().After(now) {
+				continue
+			}
+			if write || h.write {
+				b.t.Errorf("seed %d: %s: %s (write %v, valid %v) granted while %s (write %v) is valid for %v more",
+					b.seed, k, l.Token(), write, time.Until(l.Deadline()), other.Token(), h.write, other.Deadline().Sub(now))
+			}
+		}
+		b.held[k][l] = atkHolder{l: l, write: write}
+		if fenced {
+			if f := l.Fence(); f <= b.fence[k] {
+				b.t.Errorf("seed %d: %s: fence %d granted after fence %d", b.seed, k, f, b.fence[k])
+			} else {
+				b.fence[k] = f
+			}
+		}
+	}
+}
+
+func (b *atkBook) released(l *redlock.Lock, ks []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, k := range ks {
+		delete(b.held[k], l)
+	}
+}
+
+// atkNodeKeys returns the keys on the nodes that contain root, fence
+// counters left out, as "node i: key = value".
+func atkNodeKeys(t testing.TB, clients []redis.UniversalClient, root string) []string {
+	t.Helper()
+	var out []string
+	for i, c := range clients {
+		keys, err := c.Keys(context.Background(), "*"+root+"*").Result()
+		require.NoError(t, err)
+		for _, k := range keys {
+			if strings.HasSuffix(k, ":fence") {
+				continue
+			}
+			typ := c.Type(context.Background(), k).Val()
+			v := typ
+			if typ == "string" {
+				v = get(t, c, k)
+			}
+			out = append(out, fmt.Sprintf("node %d: %s = %s (pttl %v)", i+1, k, v, c.PTTL(context.Background(), k).Val()))
+		}
+	}
+	return out
+}
+
+// TestAttackMarkRandomized: 8 clients on 2 keys mix RLock (half of them
+// auto-extended with short TTLs, held past their TTL), TryRLock, Lock
+// (retry delays 2ms to 100ms, so marks of 100ms to 300ms), TryLock,
+// LockKeys and fenced Lock, with contexts of 1ms to 300ms; holders Extend
+// with shorter and longer TTLs, sometimes concurrently with their own
+// Unlock. Checked: no writer shares a key with a valid holder, no reader
+// with a valid writer; fences increase; both kinds are granted; nothing
+// is left on the nodes afterwards. Replay with -atk.seed N.
+func TestAttackMarkRandomized(t *testing.T) {
+	seed := atkSeed(t)
+	_, clients := cluster(t, 3)
+	ctx := context.Background()
+	base := key(t)
+	keys := []string{base + "-0", base + "-1"}
+	book := newAtkBook(t, seed, keys...)
+	var reads, writes, fencedN, extends, autoN, lost atomic.Int64
+	stop := time.Now().Add(4 * time.Second)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		rl := newClient(t, clients)
+		rng := rand.New(rand.NewPCG(seed, uint64(g)))
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				wait := time.Duration(1+rng.IntN(300)) * time.Millisecond
+				cctx, cancel := context.WithTimeout(ctx, wait)
+				k := keys[rng.IntN(2)]
+				ks := []string{k}
+				write, fenced, auto := true, false, false
+				ttl := 2 * time.Second
+				delay := redlock.WithRetryDelay([]time.Duration{2 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond}[rng.IntN(5)])
+				var l *redlock.Lock
+				var err error
+				switch rng.IntN(7) {
+				case 0, 1:
+					write = false
+					auto = rng.IntN(2) == 0
+					if auto {
+						ttl = time.Duration(150+rng.IntN(150)) * time.Millisecond
+					}
+					l, err = rl.RLock(cctx, k, ttl, delay)
+				case 2:
+					write = false
+					l, err = rl.TryRLock(cctx, k, ttl)
+				case 3:
+					l, err = rl.Lock(cctx, k, ttl, delay)
+				case 4:
+					l, err = rl.TryLock(cctx, k, ttl)
+				case 5:
+					ks = keys
+					l, err = rl.LockKeys(cctx, keys, ttl, delay)
+				case 6:
+					fenced = true
+					l, err = rl.Lock(cctx, k, ttl, delay, redlock.WithFencing())
+				}
+				cancel()
+				if err != nil {
+					if !errors.Is(err, redlock.ErrNotObtained) {
+						t.Errorf("seed %d: client %d: %v", seed, g, err)
+						return
+					}
+					continue
+				}
+				if write {
+					writes.Add(1)
+				} else {
+					reads.Add(1)
+				}
+				if fenced {
+					fencedN.Add(1)
+				}
+				book.acquired(l, ks, write, fenced)
+				hold := time.Duration(rng.IntN(20)) * time.Millisecond
+				if auto {
+					autoN.Add(1)
+					if err := l.AutoExtend(ctx); err != nil {
+						t.Errorf("seed %d: AutoExtend: %v", seed, err)
+					}
+					hold = time.Duration(rng.IntN(400)) * time.Millisecond // past the TTL
+				}
+				var ewg sync.WaitGroup
+				if rng.IntN(2) == 0 && !auto {
+					// Extends, shorter or longer, during the work and
+					// racing the Unlock below.
+					for range 1 + rng.IntN(3) {
+						ettl := time.Duration(50+rng.IntN(3000)) * time.Millisecond
+						pause := time.Duration(rng.IntN(int(hold/time.Millisecond)+2)) * time.Millisecond
+						ewg.Go(func() {
+							time.Sleep(pause) // a random instant of the work, not synchronization
+							if l.Extend(ctx, ettl) == nil {
+								extends.Add(1)
+							}
+						})
+					}
+				}
+				time.Sleep(hold) // the holder's work
+				if auto {
+					select {
+					case <-l.Done():
+						// Lost while auto-extended (a loaded machine?).
+						lost.Add(1)
+						t.Logf("seed %d: auto-extended read lock lost: %v", seed, l.Err())
+					default:
+					}
+				}
+				book.released(l, ks) // before Unlock: its keys may be free once it starts
+				_ = l.Unlock(ctx)
+				ewg.Wait()
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("granted: %d reads (%d auto-extended, %d lost), %d writes (%d fenced), %d extends", reads.Load(), autoN.Load(), lost.Load(), writes.Load(), fencedN.Load(), extends.Load())
+	require.Positive(t, reads.Load(), "seed %d: no read lock granted", seed)
+	require.Positive(t, writes.Load(), "seed %d: no write lock granted", seed)
+	for _, k := range keys {
+		requireRWGone(t, clients, k, 10*time.Second)
+	}
+	require.Empty(t, atkNodeKeys(t, clients, base), "seed %d: keys left on the nodes", seed)
+}
+
+var atkSeedFlag = flag.Uint64("atk.seed", 0, "the attack tests' seed (0: from the clock)")
+
+func atkSeed(t *testing.T) uint64 {
+	seed := *atkSeedFlag
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (replay: go test -race -run '^%s$' -atk.seed %d .)", seed, t.Name(), seed)
+	return seed
+}
+
+// oddPreset runs each acquisition on k preset to v (see
+// TestAttackMarkOddPresets) and reports what is wrong.
+func oddPreset(ctx context.Context, rl *redlock.Client, clients []redis.UniversalClient, k, v string, ttl time.Duration, live, expired, wrongType, inf bool, zName string, report func(string, ...any)) {
+	rk := redlock.ReadersKey(k)
+	setup := func() bool {
+		for _, c := range clients {
+			p := c.TxPipeline()
+			p.Del(ctx, k, rk)
+			p.Set(ctx, k, v, ttl)
+			switch {
+			case live:
+				now := time.Now().UnixMilli()
+				p.ZAdd(ctx, rk, redis.Z{Score: float64(now + 5000), Member: "foreign-reader-0123456789"})
+				p.PExpire(ctx, rk, 5*time.Second)
+			case expired:
+				p.ZAdd(ctx, rk, redis.Z{Score: 5, Member: "foreign-reader-0123456789"})
+			case wrongType:
+				p.Set(ctx, rk, "not a zset", 5*time.Second)
+			case inf:
+				p.ZAdd(ctx, rk, redis.Z{Score: math.Inf(1), Member: "foreign-reader-0123456789"})
+			}
+			if _, err := p.Exec(ctx); err != nil {
+				report("setup: %v", err)
+				return false
+			}
+		}
+		return true
+	}
+	what := fmt.Sprintf("value %q, ttl %v, %s", v, ttl, zName)
+	isMarkerish := v == "redlock:readers" || strings.HasPrefix(v, "redlock:readers:w:")
+	short := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 60*time.Millisecond) }
+	delay := redlock.WithRetryDelay(10 * time.Millisecond)
+	type op struct {
+		name  string
+		write bool
+		f     func() (*redlock.Lock, error)
+	}
+	ops := []op{
+		{"TryRLock", false, func() (*redlock.Lock, error) { return rl.TryRLock(ctx, k, time.Second) }},
+		{"RLock", false, func() (*redlock.Lock, error) {
+			c, cancel := short()
+			defer cancel()
+			return rl.RLock(c, k, time.Second, delay)
+		}},
+		{"TryLock", true, func() (*redlock.Lock, error) { return rl.TryLock(ctx, k, time.Second) }},
+		{"Lock", true, func() (*redlock.Lock, error) {
+			c, cancel := short()
+			defer cancel()
+			return rl.Lock(c, k, time.Second, delay)
+		}},
+		{"LockKeys", true, func() (*redlock.Lock, error) {
+			c, cancel := short()
+			defer cancel()
+			return rl.LockKeys(c, []string{k + "-other", k}, time.Second, delay)
+		}},
+		{"Lock fenced", true, func() (*redlock.Lock, error) {
+			c, cancel := short()
+			defer cancel()
+			return rl.Lock(c, k, time.Second, redlock.WithFencing(), delay)
+		}},
+	}
+	for _, o := range ops {
+		if !setup() {
+			return
+		}
+		l, err, hung := atkCall(o.f)
+		if hung {
+			report("%s: %s: no return within 5s", what, o.name)
+			continue
+		}
+		if p := atkCleanErr(err, wrongType); p != "" {
+			report("%s: %s: %s", what, o.name, p)
+		}
+		if err != nil {
+			continue
+		}
+		if o.write || !isMarkerish {
+			// The key held a value that is not the caller's token on
+			// every node.
+			report("%s: %s granted over a key holding %q", what, o.name, v)
+		}
+		if !o.write {
+			if err := l.Extend(ctx, 2*time.Second); err != nil {
+				report("%s: %s: Extend: %v", what, o.name, err)
+			}
+		}
+		if err := l.Unlock(ctx); err != nil {
+			report("%s: %s: Unlock: %v", what, o.name, err)
+		}
+		if live {
+			for i, c := range clients {
+				if c.Exists(ctx, k).Val() == 0 {
+					report("%s: %s: node %d: the key is gone while a foreign lease lives", what, o.name, i+1)
+				}
+			}
+		}
+	}
+}
+
+// atkWait runs f in the background and returns its result's channel.
+func atkWait(f func() (*redlock.Lock, error)) <-chan atkResult {
+	ch := make(chan atkResult, 1)
+	go func() {
+		l, err := f()
+		ch <- atkResult{l, err, time.Now()}
+	}()
+	return ch
+}
+
+type atkResult struct {
+	l   *redlock.Lock
+	err error
+	at  time.Time
+}
+
+// atkMarked reports whether k on c holds a live writer's mark, and the
+// mark's time left on the node's clock.
+func atkMarked(t testing.TB, c redis.UniversalClient, k string) (bool, time.Duration) {
+	t.Helper()
+	v := get(t, c, k)
+	const p = "redlock:readers:w:"
+	if !strings.HasPrefix(v, p) {
+		return false, 0
+	}
+	var end int64
+	_, err := fmt.Sscanf(v[len(p):], "%d", &end)
+	require.NoError(t, err, "mark %q", v)
+	now, err := c.Time(context.Background()).Result()
+	require.NoError(t, err)
+	left := time.Duration(end-now.UnixMilli()) * time.Millisecond
+	return left > 0, left
+}
+
+// TestAttackMarkKeyPrefix: with WithKeyPrefix, a waiting writer's mark
+// lands on the prefixed key on every node and nothing unprefixed is
+// created; prefixed readers are held off while an unprefixed client's
+// readers of the same name are not; in one Client a waiting writer and a
+// waiting reader (both with retry delays far beyond the test) are woken
+// in turn: the writer by the last reader's release, the reader by the
+// writer's; nothing is left on the nodes.
+func TestAttackMarkKeyPrefix(t *testing.T) {
+	_, clients := cluster(t, 3)
+	const pfx = "atk:"
+	rl := newClient(t, clients, redlock.WithKeyPrefix(pfx))
+	plain := newClient(t, clients)
+	ctx := context.Background()
+	k := key(t)
+
+	r1, err := rl.TryRLock(ctx, k, 8*time.Second)
+	require.NoError(t, err)
+	for i, c := range clients {
+		require.Equal(t, "redlock:readers", get(t, c, pfx+k), "node %d", i+1)
+		require.Zero(t, c.Exists(ctx, k, redlock.ReadersKey(k)).Val(), "node %d: unprefixed keys", i+1)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 8*time.Second)
+	defer wcancel()
+	writer := atkWait(func() (*redlock.Lock, error) {
+		return rl.Lock(wctx, k, 5*time.Second, redlock.WithRetryDelay(time.Minute))
+	})
+	for i, c := range clients {
+		eventually(t, 5*time.Second, func() bool { m, _ := atkMarked(t, c, pfx+k); return m },
+			"node %d: want the waiting writer's mark on %s", i+1, pfx+k)
+		require.Zero(t, c.Exists(ctx, k, redlock.ReadersKey(k)).Val(), "node %d: unprefixed keys", i+1)
+	}
+	_, err = rl.TryRLock(ctx, k, time.Second)
+	require.ErrorIs(t, err, redlock.ErrContended, "want a prefixed reader held off by the mark")
+	pr, err := plain.TryRLock(ctx, k, time.Second)
+	require.NoError(t, err, "want an unprefixed reader of the same name in: another key")
+	require.NoError(t, pr.Unlock(ctx))
+	require.NoError(t, r1.Extend(ctx, 8*time.Second), "want the held reader's Extend under the mark")
+
+	rctx, rcancel := context.WithTimeout(ctx, 8*time.Second)
+	defer rcancel()
+	reader := atkWait(func() (*redlock.Lock, error) {
+		return rl.RLock(rctx, k, 5*time.Second, redlock.WithRetryDelay(time.Minute))
+	})
+	// The reader is refused (the mark) and waits; give it the time to
+	// subscribe. Its retry delay (30s to 90s) is beyond the test.
+	select {
+	case res := <-reader:
+		t.Fatalf("want the reader to wait under the mark, got %v, %v", res.l, res.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	start := time.Now()
+	require.NoError(t, r1.Unlock(ctx))
+	var w *redlock.Lock
+	select {
+	case res := <-writer:
+		require.NoError(t, res.err)
+		w = res.l
+		t.Logf("writer in %v after the last reader's release", res.at.Sub(start).Round(time.Millisecond))
+	case <-time.After(3 * time.Second):
+		t.Fatal("want the prefixed writer woken by the last reader's release (message r on the prefixed channel)")
+	}
+	for i, c := range clients {
+		require.Equal(t, w.Token(), get(t, c, pfx+k), "node %d", i+1)
+	}
+	select {
+	case res := <-reader:
+		t.Fatalf("a reader got in while the writer holds the key: %v, %v", res.l, res.err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	start = time.Now()
+	require.NoError(t, w.Unlock(ctx))
+	select {
+	case res := <-reader:
+		require.NoError(t, res.err)
+		t.Logf("reader in %v after the writer's release", res.at.Sub(start).Round(time.Millisecond))
+		require.NoError(t, res.l.Unlock(ctx))
+	case <-time.After(3 * time.Second):
+		t.Fatal("want the waiting reader woken by the writer's release")
+	}
+	requireRWGone(t, clients, pfx+k, 5*time.Second)
+	requireRWGone(t, clients, k, 5*time.Second)
+	require.Empty(t, atkNodeKeys(t, clients, k), "keys left on the nodes")
+}
+
+// TestAttackMarkUnlockRacesExtend: a read lock under a waiting writer's
+// mark is extended (shorter and longer TTLs, and auto-extended) by
+// several goroutines while it is unlocked. Once Unlock returns, no
+// extension may have revived the lease: the waiting writer gets in at
+// once (well before the reader's 5s TTL), and nothing is left.
+func TestAttackMarkUnlockRacesExtend(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	seed := atkSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 7))
+	for round := range 15 {
+		k := fmt.Sprintf("%s-%d", key(t), round)
+		r, err := rl.TryRLock(ctx, k, 5*time.Second)
+		require.NoError(t, err)
+		other, err := rl.TryRLock(ctx, k, 5*time.Second) // a second reader, released first
+		require.NoError(t, err)
+		wctx, wcancel := context.WithTimeout(ctx, 4*time.Second)
+		writer := atkWait(func() (*redlock.Lock, error) {
+			return rl.Lock(wctx, k, 5*time.Second, redlock.WithRetryDelay(2*time.Second))
+		})
+		for i, c := range clients {
+			eventually(t, 3*time.Second, func() bool { m, _ := atkMarked(t, c, k); return m }, "round %d: node %d: no mark", round, i+1)
+		}
+		if rng.IntN(2) == 0 {
+			require.NoError(t, r.AutoExtend(ctx))
+		}
+		require.NoError(t, other.Unlock(ctx))
+		var ewg sync.WaitGroup
+		startExt := make(chan struct{})
+		for range 4 {
+			ettl := time.Duration(100+rng.IntN(8000)) * time.Millisecond
+			ewg.Go(func() {
+				<-startExt
+				for range 3 {
+					if err := r.Extend(ctx, ettl); err != nil {
+						return
+					}
+				}
+			})
+		}
+		close(startExt)
+		time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond) // a random instant of the Extends, not synchronization
+		unlocked := time.Now()
+		require.NoError(t, r.Unlock(ctx), "round %d", round)
+		ewg.Wait()
+		select {
+		case res := <-writer:
+			require.NoError(t, res.err, "round %d", round)
+			require.Less(t, res.at.Sub(unlocked), 1500*time.Millisecond, "round %d: the writer waited long after the last reader's Unlock", round)
+			require.NoError(t, res.l.Unlock(ctx))
+		case <-time.After(4 * time.Second):
+			t.Fatalf("round %d: the writer never got in after the last reader's Unlock: %v", round, atkNodeKeys(t, clients, k))
+		}
+		wcancel()
+		requireRWGone(t, clients, k, 5*time.Second)
+	}
+}
+
+// TestAttackMarkBound: after a writer gives up, the mark it left on each
+// node ends within three retry delays (at least 100ms) of its last
+// attempt, as the node's clock tells; a reader that waits (RLock) gets in
+// within that bound plus its own retry delay; a stale mark does not hold
+// anyone off.
+func TestAttackMarkBound(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	for _, d := range []time.Duration{time.Millisecond, 20 * time.Millisecond, 150 * time.Millisecond} {
+		k := key(t)
+		bound := max(3*d, 100*time.Millisecond)
+		r, err := rl.TryRLock(ctx, k, 10*time.Second)
+		require.NoError(t, err)
+		wctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+		_, err = rl.Lock(wctx, k, 5*time.Second, redlock.WithRetryDelay(d))
+		cancel()
+		require.ErrorIs(t, err, redlock.ErrNotObtained)
+		gaveUp := time.Now()
+		for i, c := range clients {
+			m, left := atkMarked(t, c, k)
+			require.True(t, m, "delay %v: node %d: want a live mark right after the writer gave up (value %q)", d, i+1, get(t, c, k))
+			require.LessOrEqual(t, left, bound, "delay %v: node %d: the mark outlives three retry delays", d, i+1)
+		}
+		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		r2, err := rl.RLock(rctx, k, 5*time.Second, redlock.WithRetryDelay(10*time.Millisecond))
+		rcancel()
+		require.NoError(t, err, "delay %v: want a waiting reader in after the mark", d)
+		took := time.Since(gaveUp)
+		t.Logf("delay %v: reader in %v after the writer gave up (bound %v)", d, took.Round(time.Millisecond), bound)
+		require.Less(t, took, bound+500*time.Millisecond, "delay %v: reader held off beyond the mark", d)
+		require.NoError(t, r2.Unlock(ctx))
+		require.NoError(t, r.Unlock(ctx))
+		requireRWGone(t, clients, k, 5*time.Second)
+	}
+}
+
+// TestAttackMarkHugeRetryDelay: a writer whose retry delay is so long
+// that only the hand-off can wake it (math.MaxInt64: "never retry on a
+// timer"). Its attempts must stay few while it waits for 300ms: no
+// overflowed (negative) delay turning the wait into a busy loop; and its
+// mark's length on the nodes must be sane (positive).
+func TestAttackMarkHugeRetryDelay(t *testing.T) {
+	_, clients := cluster(t, 3)
+	for _, d := range []time.Duration{math.MaxInt64, math.MaxInt64 / 2, math.MaxInt64/3 + 1, 200 * 365 * 24 * time.Hour} {
+		t.Run(fmt.Sprint(int64(d)), func(t *testing.T) {
+			var rounds atomic.Int64
+			rl := newClient(t, clients, redlock.WithObserver(atkRoundCounter{&rounds}))
+			ctx := context.Background()
+			k := key(t)
+			r, err := rl.TryRLock(ctx, k, 10*time.Second)
+			require.NoError(t, err)
+			rounds.Store(0)
+			wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			_, err = rl.Lock(wctx, k, 5*time.Second, redlock.WithRetryDelay(d))
+			cancel()
+			require.ErrorIs(t, err, redlock.ErrNotObtained)
+			for i, c := range clients {
+				t.Logf("node %d: %q", i+1, get(t, c, k))
+			}
+			t.Logf("retry delay %v: %d lock rounds in 300ms", d, rounds.Load())
+			require.LessOrEqual(t, rounds.Load(), int64(5), "retry delay %v: the writer retried in a busy loop", d)
+			require.NoError(t, r.Unlock(ctx))
+			requireRWGone(t, clients, k, 5*time.Second)
+		})
+	}
+}
+
+type atkRoundCounter struct{ n *atomic.Int64 }
+
+func (o atkRoundCounter) ObserveNode(redlock.NodeEvent) {}
+func (o atkRoundCounter) ObserveRound(e redlock.RoundEvent) {
+	if e.Op == redlock.OpLock {
+		o.n.Add(1)
+	}
+}
+func (o atkRoundCounter) ObserveLock(redlock.LockEvent) {}
+
+// TestAttackMarkAutoExtendedReaders: prefixed readers with short TTLs,
+// auto-extended (the scheduler's batched extend_batch.lua), keep their
+// leases under a waiting writer's mark for many TTLs, across a SCRIPT
+// FLUSH on every node (the EVAL fallbacks of the batch and of the
+// writer's marking acquire); meanwhile no new reader and not the writer
+// gets in. Once they leave, one by one, the writer gets in at the last
+// one's release.
+func TestAttackMarkAutoExtendedReaders(t *testing.T) {
+	_, clients := cluster(t, 3)
+	const pfx = "atk2:"
+	rl := newClient(t, clients, redlock.WithKeyPrefix(pfx))
+	ctx := context.Background()
+	k := key(t)
+	const ttl = 200 * time.Millisecond
+	var readers []*redlock.Lock
+	for range 3 {
+		r, err := rl.TryRLock(ctx, k, ttl)
+		require.NoError(t, err)
+		require.NoError(t, r.AutoExtend(ctx))
+		readers = append(readers, r)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 8*time.Second)
+	defer wcancel()
+	writer := atkWait(func() (*redlock.Lock, error) {
+		return rl.Lock(wctx, k, 5*time.Second, redlock.WithRetryDelay(300*time.Millisecond))
+	})
+	for i, c := range clients {
+		eventually(t, 3*time.Second, func() bool { m, _ := atkMarked(t, c, pfx+k); return m }, "node %d: no mark", i+1)
+	}
+	end := time.Now().Add(1500 * time.Millisecond)
+	flushed := false
+	for time.Now().Before(end) {
+		if !flushed && time.Until(end) < 800*time.Millisecond {
+			for _, c := range clients {
+				require.NoError(t, c.ScriptFlush(ctx).Err())
+			}
+			flushed = true
+		}
+		_, err := rl.TryRLock(ctx, k, time.Second)
+		require.ErrorIs(t, err, redlock.ErrContended, "want new readers held off by the mark")
+		select {
+		case res := <-writer:
+			t.Fatalf("the writer got in while auto-extended readers hold the key: %v, %v", res.l, res.err)
+		default:
+		}
+		for i, r := range readers {
+			select {
+			case <-r.Done():
+				t.Fatalf("reader %d lost under the mark: %v", i, r.Err())
+			default:
+			}
+		}
+		time.Sleep(50 * time.Millisecond) // polling the state, not synchronization
+	}
+	for i, r := range readers {
+		require.Greater(t, r.Extensions(), 3, "reader %d: want it auto-extended under the mark", i)
+	}
+	var last time.Time
+	for i, r := range readers {
+		select {
+		case res := <-writer:
+			t.Fatalf("the writer got in with %d readers left: %v, %v", len(readers)-i, res.l, res.err)
+		default:
+		}
+		last = time.Now()
+		require.NoError(t, r.Unlock(ctx))
+	}
+	select {
+	case res := <-writer:
+		require.NoError(t, res.err)
+		t.Logf("writer in %v after the last reader's release", res.at.Sub(last).Round(time.Millisecond))
+		require.Less(t, res.at.Sub(last), time.Second)
+		require.NoError(t, res.l.Unlock(ctx))
+	case <-time.After(3 * time.Second):
+		t.Fatalf("the writer never got in: %v", atkNodeKeys(t, clients, k))
+	}
+	requireRWGone(t, clients, pfx+k, 5*time.Second)
+	require.Empty(t, atkNodeKeys(t, clients, k))
+}
+
+// TestAttackMarkFencedWriters: fenced Lock writers, one after another,
+// each waiting for 6 readers that overlap without a gap: each gets in,
+// its fence is above the last, and no reader holds the key meanwhile.
+func TestAttackMarkFencedWriters(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	k := key(t)
+	stop := make(chan struct{})
+	wait, took := overlappingReaders(t, rl, k, 6, 30*time.Millisecond, stop)
+	defer func() {
+		close(stop)
+		wait()
+	}()
+	var last int64
+	for i := range 4 {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		w, err := rl.Lock(wctx, k, 5*time.Second, redlock.WithFencing())
+		cancel()
+		require.NoError(t, err, "writer %d", i)
+		require.Greater(t, w.Fence(), last, "writer %d: fence", i)
+		last = w.Fence()
+		during := took.Load()
+		_, err = rl.TryRLock(ctx, k, time.Second)
+		require.ErrorIs(t, err, redlock.ErrContended)
+		time.Sleep(30 * time.Millisecond) // the readers keep trying meanwhile
+		require.Equal(t, during, took.Load(), "writer %d: a reader got in while the fenced writer holds the key", i)
+		require.NoError(t, w.Unlock(ctx))
+		eventually(t, 5*time.Second, func() bool { return took.Load() > during+3 }, "writer %d: readers back", i)
+	}
+}
+
+// TestAttackNestedReadUnderWaitingWriter: a goroutine that holds a read
+// lock and takes the same read lock again (a nested read, as in a
+// recursive call) while a writer waits is held off by the writer's mark,
+// and the writer waits for the outer read: they wait for each other
+// until one gives up. sync.RWMutex documents this; the mark makes it so
+// here too. This test pins the behaviour (it passes when the nested
+// read is refused) so the report can describe it.
+func TestAttackNestedReadUnderWaitingWriter(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	k := key(t)
+	outer, err := rl.TryRLock(ctx, k, 10*time.Second)
+	require.NoError(t, err)
+	wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
+	defer wcancel()
+	writer := atkWait(func() (*redlock.Lock, error) { return rl.Lock(wctx, k, 5*time.Second) })
+	for i, c := range clients {
+		eventually(t, 3*time.Second, func() bool { m, _ := atkMarked(t, c, k); return m }, "node %d: no mark", i+1)
+	}
+	ictx, icancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, err = rl.RLock(ictx, k, 5*time.Second)
+	icancel()
+	require.ErrorIs(t, err, redlock.ErrNotObtained, "the nested read")
+	t.Logf("nested RLock under a waiting writer: %v", err)
+	require.NoError(t, outer.Unlock(ctx))
+	res := <-writer
+	require.NoError(t, res.err)
+	require.NoError(t, res.l.Unlock(ctx))
+}
