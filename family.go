@@ -245,8 +245,9 @@ func (c *Client) LockPath(ctx context.Context, path string, ttl time.Duration, o
 //
 // A writer that waits is not starved by readers that keep overlapping:
 // each attempt of Lock (or LockKeys) that readers refuse marks the key
-// on the nodes that refused it, for three retry delays (at least 100ms),
-// renewed by the next attempt. While the mark lasts, TryRLock and RLock
+// on the nodes that refused it, for three retry delays (at least 100ms)
+// plus the per-node timeout, or until the call's ctx deadline if that is
+// sooner (at least 100ms), renewed by the next attempt. While the mark lasts, TryRLock and RLock
 // are refused (ErrContended) unless the caller's token holds a live
 // lease there, so the readers that hold the key leave and the writer
 // gets in; the mark goes with the key at the last reader's release,

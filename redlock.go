@@ -177,8 +177,10 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 // over pub/sub (WithHandoff, default on), so a hand-off takes well under
 // a millisecond on a local network instead of a retry delay. On a key
 // that read locks hold (TryRLock), each refused attempt marks the key for
-// three retry delays (at least 100ms), and new readers wait while the
-// mark lasts, so that overlapping readers cannot keep Lock out for good.
+// three retry delays (at least 100ms) plus the per-node timeout, or until
+// ctx's deadline if that is sooner (at least 100ms), and new readers wait
+// while the mark lasts, so that overlapping readers cannot keep Lock out
+// for good.
 //
 // Errors are those of TryLock. When ctx ends the wait, the error matches
 // ErrNotObtained and ctx.Err(). Bad input and a misconfigured node set

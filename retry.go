@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -20,7 +21,7 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 	}
 	var intent time.Duration
 	if fam == nil {
-		intent = writerMark(cfg.retryDelay)
+		intent = writerMark(cfg.retryDelay, cfg.timeoutFor(ttl))
 	}
 	var timer *time.Timer
 	var w *waiter // pub/sub hand-off, joined once the key is found held
@@ -42,7 +43,7 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 			w.drain() // this attempt sees the releases announced so far
 			wake = w.wake
 		}
-		l, err := c.tryLock(ctx, keys, ttl, token, cfg, fam, intent)
+		l, err := c.tryLock(ctx, keys, ttl, token, cfg, fam, markFor(ctx, intent))
 		if err == nil || !retryable(err) {
 			return l, err
 		}
@@ -79,12 +80,40 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 
 // writerMark is how long a Lock attempt that readers refused marks the
 // key (acquire.lua): new readers are refused until then, and each attempt
-// renews the mark. Three mean retry delays, at least 100ms: longer than
-// the widest gap between attempts (jitter's 1.5 delays, plus the attempt),
-// so the mark lasts while the writer waits; and no longer than that after
-// it stops waiting.
-func writerMark(retryDelay time.Duration) time.Duration {
-	return max(3*retryDelay, minWriterMark)
+// renews the mark. Three mean retry delays (at least 100ms) plus the
+// per-node timeout nodeTimeout: longer than the widest gap between
+// attempts (jitter's 1.5 delays, plus an attempt, which a silent node
+// can hold for nodeTimeout), with room for a stalled scheduler, so the
+// mark lasts while the writer waits; and no longer than that after it
+// stops waiting. It saturates: a retry delay of centuries (a writer that
+// counts on the hand-off alone) marks for as long, not for a
+// wrapped-around 3 x delay.
+func writerMark(retryDelay, nodeTimeout time.Duration) time.Duration {
+	if retryDelay > math.MaxInt64/3 {
+		return math.MaxInt64
+	}
+	m := max(3*retryDelay, minWriterMark)
+	if nodeTimeout > math.MaxInt64-m {
+		return math.MaxInt64
+	}
+	return m + max(nodeTimeout, 0)
+}
+
+// markFor is the mark of an attempt made under ctx: mark (writerMark),
+// but no longer than until ctx's deadline, if it has one (at least
+// minWriterMark): a writer that will have given up by then does not hold
+// new readers off after it, whatever its retry delay. 0 (no mark) stays 0.
+func markFor(ctx context.Context, mark time.Duration) time.Duration {
+	if mark <= 0 {
+		return 0
+	}
+	if ctx == nil { // tryLock refuses it (ErrInvalid)
+		return mark
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		mark = min(mark, max(time.Until(dl), minWriterMark))
+	}
+	return mark
 }
 
 // minWriterMark is writerMark's least.
@@ -97,10 +126,15 @@ func retryable(err error) bool {
 		!errors.Is(err, context.DeadlineExceeded)
 }
 
-// jitter draws a delay uniformly from [d/2, 3d/2).
+// jitter draws a delay uniformly from [d/2, 3d/2), saturating at the
+// largest Duration rather than wrapping around to a negative one.
 func jitter(d time.Duration) time.Duration {
 	if d <= 1 {
 		return d
 	}
-	return d/2 + rand.N(d)
+	j := rand.N(d)
+	if j > math.MaxInt64-d/2 {
+		return math.MaxInt64
+	}
+	return d/2 + j
 }

@@ -111,10 +111,12 @@ func TestWriterNotStarvedByReaders(t *testing.T) {
 		"want the readers back after the writer's Unlock")
 }
 
-// TestWriterMarkEnds: a writer that gives up (its ctx ends) keeps new
-// readers out only for the rest of its mark (three retry delays); a
-// reader that holds a lease may still extend and release it meanwhile;
-// and TryLock never marks.
+// TestWriterMarkEnds: a writer that gives up (its ctx, which has no
+// deadline, is cancelled) keeps new readers out only for the rest of its
+// mark (three retry delays and the per-node timeout); a reader that
+// holds a lease may still extend and release it meanwhile; and TryLock
+// never marks. (A writer whose ctx has a deadline marks no longer than
+// that: TestAttackMarkAfterGiveUpDesign.)
 func TestWriterMarkEnds(t *testing.T) {
 	_, clients := cluster(t, 3)
 	rl := newClient(t, clients)
@@ -130,11 +132,10 @@ func TestWriterMarkEnds(t *testing.T) {
 	require.NoError(t, err, "want a new reader in after a TryLock writer: TryLock does not mark")
 	require.NoError(t, r2.Unlock(ctx))
 
-	// Lock with a 1s retry delay: a 3s mark from its first attempt; it
-	// gives up after 200ms.
-	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	// Lock with a 1s retry delay: a 3.25s mark from its first attempt;
+	// it gives up after 200ms.
+	wctx := cancelledAfter(t, 200*time.Millisecond)
 	_, err = rl.Lock(wctx, k, 5*time.Second, redlock.WithRetryDelay(time.Second))
-	cancel()
 	require.ErrorIs(t, err, redlock.ErrNotObtained)
 	marked := time.Now()
 	_, err = rl.TryRLock(ctx, k, 10*time.Second)
@@ -155,9 +156,8 @@ func TestWriterMarkEnds(t *testing.T) {
 	// The last reader's release under a live mark: the mark goes with
 	// the key, so neither the writer's SET NX nor a new reader is held
 	// off by it.
-	wctx, cancel = context.WithTimeout(ctx, 200*time.Millisecond)
+	wctx = cancelledAfter(t, 200*time.Millisecond)
 	_, err = rl.Lock(wctx, k, 5*time.Second, redlock.WithRetryDelay(time.Second))
-	cancel()
 	require.ErrorIs(t, err, redlock.ErrNotObtained)
 	require.NoError(t, r.Unlock(ctx))
 	w, err := rl.TryLock(ctx, k, 5*time.Second)
@@ -189,9 +189,7 @@ func TestWriterMarkKeysAndFencing(t *testing.T) {
 		},
 	} {
 		// The mark lasts three retry delays (15s): checked at once.
-		wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-		err := lock(wctx)
-		cancel()
+		err := lock(cancelledAfter(t, 100*time.Millisecond))
 		require.ErrorIs(t, err, redlock.ErrNotObtained)
 		_, err = rl.TryRLock(ctx, b, 5*time.Second)
 		require.ErrorIs(t, err, redlock.ErrContended, "want a new reader of %s held off by the mark", b)
@@ -311,6 +309,18 @@ func TestReadWriteRandomized(t *testing.T) {
 	for _, k := range keys {
 		requireRWGone(t, clients, k, 10*time.Second) // the seed is logged above
 	}
+}
+
+// cancelledAfter returns a ctx with no deadline, cancelled after d: a
+// writer that gives up without a deadline to bound its mark.
+func cancelledAfter(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	stop := time.AfterFunc(d, cancel)
+	t.Cleanup(func() {
+		stop.Stop()
+		cancel()
+	})
+	return ctx
 }
 
 var rwSeed = flag.Int64("rw.seed", 0, "TestReadWriteRandomized's seed (0: from the clock)")
