@@ -207,7 +207,9 @@ var (
 // timeout, or a reply out of step, is not carried over. Only for a plain
 // *redis.Client with room in its pool (ownConnFits): not Sentinel's
 // failover client (its pool follows the master), nor a cluster or a
-// ring; the leader holds one connection of the pool. go-redis copies
+// ring; the leader holds one connection of the pool, and the leaders of
+// all Clients that share a client hold at most a quarter of its pool
+// (connSlots). go-redis copies
 // a client's hooks into a Tx when it makes it: a hook added to a client
 // after its first lock request reaches the leader's requests once the
 // connection is replaced, within leaderConnAge.
@@ -216,6 +218,7 @@ type leaderConn struct {
 	done  chan struct{} // closed to end the Watch that holds tx, or will
 	until time.Time     // give it back then (leaderConnAge)
 	off   bool          // the node's client is not one for a connection of its own
+	slots *connSlots    // its client's (connslots.go), once looked up
 	// A take in progress (see get): the Watch goroutine sends the Tx on
 	// got, or closes ended if Watch returned without one.
 	got   chan *redis.Tx
@@ -302,17 +305,25 @@ func (lc *leaderConn) get(nd *node) (sender, bool) {
 		lc.off = true
 		return nd.c, false
 	}
-	lc.take(rc)
+	if lc.slots == nil {
+		lc.slots = connSlotsOf(rc)
+	}
+	if !lc.slots.take() {
+		return nd.c, false // the client's leaders hold their share: look again next time
+	}
+	lc.take(rc, lc.slots)
 	return nd.c, false
 }
 
 // take starts a Watch on rc that hands its Tx to the leader (on lc.got)
-// and holds it until lc.done is closed.
-func (lc *leaderConn) take(rc *redis.Client) {
+// and holds it until lc.done is closed; the slot taken from slots is
+// given back once the Watch has returned the connection to the pool.
+func (lc *leaderConn) take(rc *redis.Client, slots *connSlots) {
 	got := make(chan *redis.Tx, 1)
 	done, ended := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(ended)
+		defer slots.give()
 		// A panic in go-redis here would end the process: it is taken
 		// as a Watch that returned (no connection of our own).
 		defer func() { _ = recover() }()

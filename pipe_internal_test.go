@@ -304,3 +304,38 @@ func TestOwnConnFits(t *testing.T) {
 		}
 	}
 }
+
+// TestConnSlots: the leaders of all Clients sharing a go-redis client
+// hold at most a quarter of its pool (at least one connection); one
+// client's slots are shared, another client's are its own.
+func TestConnSlots(t *testing.T) {
+	for pool, want := range map[int]int32{1: 1, 4: 1, 7: 1, 8: 2, 20: 5, 100: 25} {
+		if got := connSlotsFor(&redis.Options{PoolSize: pool}); got != want {
+			t.Errorf("PoolSize %d: want %d slots, got %d", pool, want, got)
+		}
+	}
+	a := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", PoolSize: 8})
+	b := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", PoolSize: 8})
+	defer a.Close()
+	defer b.Close()
+	sa := connSlotsOf(a)
+	if connSlotsOf(a) != sa {
+		t.Fatal("two slot tables for one client")
+	}
+	if connSlotsOf(b) == sa {
+		t.Fatal("two clients share a slot table")
+	}
+	if !sa.take() || !sa.take() {
+		t.Fatal("want 2 slots of a pool of 8")
+	}
+	if sa.take() {
+		t.Fatal("a third slot of a pool of 8")
+	}
+	if !connSlotsOf(b).take() {
+		t.Fatal("another client's slots taken by the first's leaders")
+	}
+	sa.give()
+	if !sa.take() {
+		t.Fatal("a slot given back was not free again")
+	}
+}

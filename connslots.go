@@ -1,0 +1,76 @@
+package redlock
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"weak"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// connSlots bounds how many connections of one go-redis client the pipe
+// leaders (leaderConn) hold at once, over every Client in the process
+// that shares it: a quarter of its pool (PoolSize/4, at least 1).
+//
+// A leader's connection is out of the pool for as long as the node is
+// busy. Without the bound, Clients that share a go-redis client, each
+// with a busy leader, held its whole pool: the client's other users (a
+// direct PING, another leader's extension batch, sent through the pool)
+// then waited for PoolTimeout, and auto-extended locks ran out meanwhile.
+// A leader that finds no free slot sends through the pool, as a leader
+// of a client that does not fit (ownConnFits) always does, and looks
+// again at its next request.
+//
+// The slots of a client live in a process-wide table, as its pool is
+// shared process-wide; an entry goes when its client is garbage
+// collected (as the restart guard's dial counters do, guard.go).
+type connSlots struct {
+	held atomic.Int32
+	max  int32
+}
+
+// take takes a slot if one is free.
+func (s *connSlots) take() bool {
+	for {
+		n := s.held.Load()
+		if n >= s.max {
+			return false
+		}
+		if s.held.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// give gives back a slot that take took.
+func (s *connSlots) give() { s.held.Add(-1) }
+
+// connSlotsFor is how many connections of a client with options o its
+// leaders may hold at once.
+func connSlotsFor(o *redis.Options) int32 {
+	return int32(max(1, o.PoolSize/4))
+}
+
+var (
+	slotsMu  sync.Mutex
+	slotsTab = map[weak.Pointer[redis.Client]]*connSlots{}
+)
+
+// connSlotsOf returns rc's slots, made on first use.
+func connSlotsOf(rc *redis.Client) *connSlots {
+	k := weak.Make(rc)
+	slotsMu.Lock()
+	defer slotsMu.Unlock()
+	if s := slotsTab[k]; s != nil {
+		return s
+	}
+	s := &connSlots{max: connSlotsFor(rc.Options())}
+	slotsTab[k] = s
+	runtime.AddCleanup(rc, func(k weak.Pointer[redis.Client]) {
+		slotsMu.Lock()
+		delete(slotsTab, k)
+		slotsMu.Unlock()
+	}, k)
+	return s
+}
