@@ -22,12 +22,27 @@ import (
 // of a client that does not fit (ownConnFits) always does, and looks
 // again at its next request.
 //
-// The slots of a client live in a process-wide table, as its pool is
-// shared process-wide; an entry goes when its client is garbage
-// collected (as the restart guard's dial counters do, guard.go).
+// The slots live in a process-wide table, as a pool is shared
+// process-wide. They are shared by every client of one server address,
+// database, user and pool size (slotsKey), not kept per *redis.Client:
+// go-redis's WithTimeout makes a new *redis.Client on the same pool (and
+// a copy of its Options), which a table keyed by client would have given
+// a quarter of the pool of its own. Two clients made apart for the same
+// server share one quarter of a pool: their leaders hold fewer
+// connections than they might, never more. An entry goes when the last
+// client using it is garbage collected (as the restart guard's dial
+// counters do, guard.go).
 type connSlots struct {
 	held atomic.Int32
 	max  int32
+	key  slotsKey
+	refs int // clients using it; slotsMu
+}
+
+// slotsKey is what the clients sharing a pool have in common.
+type slotsKey struct {
+	network, addr, user string
+	db, pool            int
 }
 
 // take takes a slot if one is free.
@@ -54,7 +69,8 @@ func connSlotsFor(o *redis.Options) int32 {
 
 var (
 	slotsMu  sync.Mutex
-	slotsTab = map[weak.Pointer[redis.Client]]*connSlots{}
+	slotsTab = map[weak.Pointer[redis.Client]]*connSlots{} // the slots of each client seen
+	slotsBy  = map[slotsKey]*connSlots{}                   // the same, by what clients share
 )
 
 // connSlotsOf returns rc's slots, made on first use.
@@ -65,12 +81,24 @@ func connSlotsOf(rc *redis.Client) *connSlots {
 	if s := slotsTab[k]; s != nil {
 		return s
 	}
-	s := &connSlots{max: connSlotsFor(rc.Options())}
+	o := rc.Options()
+	sk := slotsKey{network: o.Network, addr: o.Addr, user: o.Username, db: o.DB, pool: o.PoolSize}
+	s := slotsBy[sk]
+	if s == nil {
+		s = &connSlots{max: connSlotsFor(o), key: sk}
+		slotsBy[sk] = s
+	}
+	s.refs++
 	slotsTab[k] = s
 	runtime.AddCleanup(rc, func(k weak.Pointer[redis.Client]) {
 		slotsMu.Lock()
-		delete(slotsTab, k)
-		slotsMu.Unlock()
+		defer slotsMu.Unlock()
+		if s := slotsTab[k]; s != nil {
+			delete(slotsTab, k)
+			if s.refs--; s.refs == 0 {
+				delete(slotsBy, s.key)
+			}
+		}
 	}, k)
 	return s
 }

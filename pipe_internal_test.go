@@ -305,9 +305,11 @@ func TestOwnConnFits(t *testing.T) {
 	}
 }
 
-// TestConnSlots: the leaders of all Clients sharing a go-redis client
-// hold at most a quarter of its pool (at least one connection); one
-// client's slots are shared, another client's are its own.
+// TestConnSlots: the leaders of all Clients sharing a go-redis pool hold
+// at most a quarter of it (at least one connection). A client's slots
+// are shared with its WithTimeout clones (same pool) and with clients of
+// the same address and pool size; a client of another address has its
+// own.
 func TestConnSlots(t *testing.T) {
 	for pool, want := range map[int]int32{1: 1, 4: 1, 7: 1, 8: 2, 20: 5, 100: 25} {
 		if got := connSlotsFor(&redis.Options{PoolSize: pool}); got != want {
@@ -315,15 +317,23 @@ func TestConnSlots(t *testing.T) {
 		}
 	}
 	a := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", PoolSize: 8})
-	b := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", PoolSize: 8})
+	b := redis.NewClient(&redis.Options{Addr: "127.0.0.1:2", PoolSize: 8})
+	same := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", PoolSize: 8})
 	defer a.Close()
 	defer b.Close()
+	defer same.Close()
 	sa := connSlotsOf(a)
 	if connSlotsOf(a) != sa {
 		t.Fatal("two slot tables for one client")
 	}
+	if connSlotsOf(a.WithTimeout(time.Second)) != sa {
+		t.Fatal("a WithTimeout clone (same pool) has slots of its own")
+	}
+	if connSlotsOf(same) != sa {
+		t.Fatal("a client of the same address and pool size has slots of its own")
+	}
 	if connSlotsOf(b) == sa {
-		t.Fatal("two clients share a slot table")
+		t.Fatal("clients of two addresses share a slot table")
 	}
 	if !sa.take() || !sa.take() {
 		t.Fatal("want 2 slots of a pool of 8")
