@@ -208,7 +208,7 @@ var (
 // *redis.Client with room in its pool (ownConnFits): not Sentinel's
 // failover client (its pool follows the master), nor a cluster or a
 // ring; the leader holds one connection of the pool, and the leaders of
-// all Clients that share a client hold at most a quarter of its pool
+// all Clients on one server's pool hold at most a quarter of it
 // (connSlots). go-redis copies
 // a client's hooks into a Tx when it makes it: a hook added to a client
 // after its first lock request reaches the leader's requests once the
