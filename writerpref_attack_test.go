@@ -330,7 +330,13 @@ func atkRandomized(t *testing.T, nodesN, clientsN int, pause bool) {
 				if auto {
 					autoN.Add(1)
 					if err := l.AutoExtend(ctx); err != nil {
-						t.Errorf("seed %d: AutoExtend: %v", seed, err)
+						// AutoExtend returns Err() for a lock that has
+						// already ended: with a 150ms TTL, an acquire
+						// that waited for a paused node can return with
+						// little validity left. Anything else is wrong.
+						if l.Err() == nil {
+							t.Errorf("seed %d: AutoExtend on a live lock: %v", seed, err)
+						}
 					}
 					hold = time.Duration(rng.IntN(400)) * time.Millisecond // past the TTL
 				}
