@@ -124,7 +124,7 @@ func TestExtendCtxStorm(t *testing.T) {
 	rl := newClient(t, clients, redlock.WithNodeTimeout(2*time.Second))
 	ctx := context.Background()
 	k := key(t)
-	l, err := rl.TryLock(ctx, k, time.Second)
+	l, err := rl.TryLock(ctx, k, 2*time.Second)
 	require.NoError(t, err)
 	actx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -138,7 +138,7 @@ func TestExtendCtxStorm(t *testing.T) {
 		wg.Go(func() {
 			for range 40 {
 				d := time.Duration(rng.IntN(5000)) * time.Microsecond
-				ttl := time.Duration(500+rng.IntN(1500)) * time.Millisecond
+				ttl := time.Duration(1000+rng.IntN(3000)) * time.Millisecond
 				cctx, cancel := context.WithTimeout(ctx, d)
 				err := l.Extend(cctx, ttl)
 				cancel()

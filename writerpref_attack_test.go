@@ -642,7 +642,9 @@ func TestAttackMarkUnlockRacesExtend(t *testing.T) {
 		var ewg sync.WaitGroup
 		startExt := make(chan struct{})
 		for range 4 {
-			ettl := time.Duration(100+rng.IntN(8000)) * time.Millisecond
+			// Shorter and longer than the 5s TTL, but not so short
+			// that a stalled machine ends the lease before Unlock.
+			ettl := time.Duration(1000+rng.IntN(7100)) * time.Millisecond
 			ewg.Go(func() {
 				<-startExt
 				for range 3 {
@@ -768,7 +770,9 @@ func TestAttackMarkAutoExtendedReaders(t *testing.T) {
 	rl := newClient(t, clients, redlock.WithKeyPrefix(pfx))
 	ctx := context.Background()
 	k := key(t)
-	const ttl = 200 * time.Millisecond
+	// Long enough that a scheduling stall of a few hundred ms on a
+	// loaded machine does not cost a lease (the test is about the mark).
+	const ttl = 600 * time.Millisecond
 	var readers []*redlock.Lock
 	for range 3 {
 		r, err := rl.TryRLock(ctx, k, ttl)
@@ -784,10 +788,10 @@ func TestAttackMarkAutoExtendedReaders(t *testing.T) {
 	for i, c := range clients {
 		eventually(t, 3*time.Second, func() bool { m, _ := atkMarked(t, c, pfx+k); return m }, "node %d: no mark", i+1)
 	}
-	end := time.Now().Add(1500 * time.Millisecond)
+	end := time.Now().Add(3 * time.Second)
 	flushed := false
 	for time.Now().Before(end) {
-		if !flushed && time.Until(end) < 800*time.Millisecond {
+		if !flushed && time.Until(end) < 1500*time.Millisecond {
 			for _, c := range clients {
 				require.NoError(t, c.ScriptFlush(ctx).Err())
 			}
