@@ -3,7 +3,6 @@ package redlock_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -113,13 +112,9 @@ func TestExtendWaitHonoursCtx(t *testing.T) {
 // behind another past its ctx by much), each with nil or an error
 // matching its ctx's error or ErrNotHeld; the lock is never lost; and a
 // quorum of nodes holds the key at least as long as Validity says.
-// Replay with -extctx.seed N.
+// Replay with -seed N.
 func TestExtendCtxStorm(t *testing.T) {
-	seed := *extCtxSeed
-	if seed == 0 {
-		seed = time.Now().UnixNano()
-	}
-	t.Logf("seed %d (replay: go test -race -run '^TestExtendCtxStorm$' -extctx.seed %d .)", seed, seed)
+	seed := testSeed(t)
 	_, clients := cluster(t, 3)
 	rl := newClient(t, clients, redlock.WithNodeTimeout(2*time.Second))
 	ctx := context.Background()
@@ -186,5 +181,3 @@ func TestExtendCtxStorm(t *testing.T) {
 	stop()
 	require.NoError(t, l.Unlock(ctx))
 }
-
-var extCtxSeed = flag.Int64("extctx.seed", 0, "TestExtendCtxStorm's seed (0: from the clock)")

@@ -100,6 +100,52 @@ func atkExclusion(t *testing.T, r *atkRecorder, lcs []*Client, k string, workers
 	wg.Wait()
 }
 
+// atkAutoLocks takes n locks of ttl on c, named prefix-0 to prefix-(n-1),
+// and auto-extends each.
+func atkAutoLocks(t *testing.T, c *Client, prefix string, n int, ttl time.Duration) []*Lock {
+	t.Helper()
+	ctx := context.Background()
+	autos := make([]*Lock, 0, n)
+	for i := range n {
+		l, err := c.TryLock(ctx, fmt.Sprintf("%s-%d", prefix, i), ttl)
+		require.NoError(t, err)
+		require.NoError(t, l.AutoExtend(ctx))
+		autos = append(autos, l)
+	}
+	return autos
+}
+
+// atkPinger is a direct user of clients: it PINGs them in turn, every
+// gap, until the returned stop is called, which reports the slowest
+// PING and the first error.
+func atkPinger(clients []redis.UniversalClient, gap time.Duration) (stop func() (time.Duration, error)) {
+	ctx := context.Background()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var slowest time.Duration
+	var first error
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			start := time.Now()
+			if err := clients[i%len(clients)].Ping(ctx).Err(); err != nil && first == nil {
+				first = err
+			}
+			slowest = max(slowest, time.Since(start))
+			time.Sleep(gap)
+		}
+	})
+	return func() (time.Duration, error) {
+		close(done)
+		wg.Wait()
+		return slowest, first
+	}
+}
+
 // atkWorkload runs exclusion, cycles, Extends and AutoExtends over lcs.
 func atkWorkload(t *testing.T, lcs []*Client, prefix string, strict bool) *atkRecorder {
 	t.Helper()
@@ -168,13 +214,6 @@ func (r *atkRecorder) check(t *testing.T) {
 	}
 }
 
-// atkSettled is advSettled, tolerating pools whose MinIdleConns keeps
-// dialing: no Watch goroutine left, no connection out of its pool.
-func atkSettled(t *testing.T, clients []redis.UniversalClient) {
-	t.Helper()
-	advSettled(t, clients)
-}
-
 // TestAtkOptions: the workload on go-redis clients with unusual options,
 // three Clients sharing them.
 func TestAtkOptions(t *testing.T) {
@@ -226,7 +265,7 @@ func TestAtkOptions(t *testing.T) {
 				require.NoError(t, c.Close())
 				require.Less(t, time.Since(start), atkBound)
 			}
-			atkSettled(t, clients)
+			advSettled(t, clients)
 		})
 	}
 }
@@ -347,11 +386,7 @@ func TestAtkHooks(t *testing.T) {
 				h.after.Store(false)
 				h.delay.Store(0)
 			}
-			requireNoLockKeys(t, clients, t.Name())
-			for _, c := range lcs {
-				require.NoError(t, c.Close())
-			}
-			atkSettled(t, clients)
+			advEnd(t, clients, lcs, clients)
 		})
 	}
 }
@@ -394,11 +429,7 @@ func TestAtkSharedClient(t *testing.T) {
 			if p := derr.Load(); p != nil {
 				t.Errorf("direct user: %v", *p)
 			}
-			requireNoLockKeys(t, clients, t.Name())
-			for _, c := range lcs {
-				require.NoError(t, c.Close())
-			}
-			atkSettled(t, clients)
+			advEnd(t, clients, lcs, clients)
 		})
 	}
 }
@@ -428,28 +459,7 @@ func TestAtkSharedPoolStarvation(t *testing.T) {
 			for i := range lcs {
 				lcs[i] = advNew(t, clients, WithNodeTimeout(time.Second))
 			}
-			ctx := context.Background()
-			stop := make(chan struct{})
-			var direct sync.WaitGroup
-			var pingMax atomic.Int64
-			var pingErr atomic.Pointer[error]
-			direct.Go(func() {
-				for i := 0; ; i++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					start := time.Now()
-					if err := clients[i%len(clients)].Ping(ctx).Err(); err != nil {
-						pingErr.CompareAndSwap(nil, &err)
-					}
-					if d := int64(time.Since(start)); d > pingMax.Load() {
-						pingMax.Store(d)
-					}
-					time.Sleep(time.Millisecond)
-				}
-			})
+			stopPings := atkPinger(clients, time.Millisecond)
 			var wg sync.WaitGroup
 			errs := make([][]error, len(lcs))
 			start := time.Now()
@@ -458,8 +468,7 @@ func TestAtkSharedPoolStarvation(t *testing.T) {
 			}
 			wg.Wait()
 			el := time.Since(start)
-			close(stop)
-			direct.Wait()
+			pingMax, pingErr := stopPings()
 			n := 0
 			var first error
 			for _, e := range errs {
@@ -468,21 +477,17 @@ func TestAtkSharedPoolStarvation(t *testing.T) {
 					first = e[0]
 				}
 			}
-			t.Logf("PoolSize %d: %d of %d cycles failed in %v; slowest direct PING %v", ps, n, 6*2*40, el, time.Duration(pingMax.Load()))
+			t.Logf("PoolSize %d: %d of %d cycles failed in %v; slowest direct PING %v", ps, n, 6*2*40, el, pingMax)
 			if n > 0 {
 				t.Errorf("%d cycles failed; first: %v", n, first)
 			}
-			if p := pingErr.Load(); p != nil {
-				t.Errorf("direct PING: %v", *p)
+			if pingErr != nil {
+				t.Errorf("direct PING: %v", pingErr)
 			}
-			if d := time.Duration(pingMax.Load()); d > time.Second {
-				t.Errorf("a direct PING waited %v for the pool", d)
+			if pingMax > time.Second {
+				t.Errorf("a direct PING waited %v for the pool", pingMax)
 			}
-			requireNoLockKeys(t, clients, t.Name())
-			for _, c := range lcs {
-				require.NoError(t, c.Close())
-			}
-			atkSettled(t, clients)
+			advEnd(t, clients, lcs, clients)
 		})
 	}
 }
@@ -516,34 +521,11 @@ func TestAtkHeldConnPlusBatch(t *testing.T) {
 			ctx := context.Background()
 			var autos []*Lock
 			for i, c := range lcs {
-				for j := range 3 {
-					l, err := c.TryLock(ctx, fmt.Sprintf("%s-auto-%d-%d", t.Name(), i, j), 400*time.Millisecond)
-					require.NoError(t, err)
-					require.NoError(t, l.AutoExtend(ctx))
-					autos = append(autos, l)
-				}
+				autos = append(autos, atkAutoLocks(t, c, fmt.Sprintf("%s-auto-%d", t.Name(), i), 3, 400*time.Millisecond)...)
 			}
 			stop := make(chan struct{})
 			var bg sync.WaitGroup
-			var pingMax atomic.Int64
-			var pingErr atomic.Pointer[error]
-			bg.Go(func() {
-				for i := 0; ; i++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					start := time.Now()
-					if err := clients[i%len(clients)].Ping(ctx).Err(); err != nil {
-						pingErr.CompareAndSwap(nil, &err)
-					}
-					if d := int64(time.Since(start)); d > pingMax.Load() {
-						pingMax.Store(d)
-					}
-					time.Sleep(2 * time.Millisecond)
-				}
-			})
+			stopPings := atkPinger(clients, 2*time.Millisecond)
 			var cycErr atomic.Pointer[error]
 			var cycles, failed atomic.Int64
 			var slowest atomic.Int64
@@ -578,6 +560,7 @@ func TestAtkHeldConnPlusBatch(t *testing.T) {
 			time.Sleep(800 * time.Millisecond)
 			close(stop)
 			bg.Wait()
+			pingMax, pingErr := stopPings()
 			lost := 0
 			var lostErr error
 			for _, l := range autos {
@@ -587,27 +570,23 @@ func TestAtkHeldConnPlusBatch(t *testing.T) {
 				}
 			}
 			t.Logf("%d cycles, %d failed, slowest %v; slowest PING %v; %d of %d auto-extended locks lost",
-				cycles.Load(), failed.Load(), time.Duration(slowest.Load()), time.Duration(pingMax.Load()), lost, len(autos))
+				cycles.Load(), failed.Load(), time.Duration(slowest.Load()), pingMax, lost, len(autos))
 			if lost > 0 {
 				t.Errorf("%d of %d auto-extended locks lost; last: %v", lost, len(autos), lostErr)
 			}
 			if p := cycErr.Load(); p != nil {
 				t.Errorf("%d of %d cycles failed; first: %v", failed.Load(), cycles.Load(), *p)
 			}
-			if p := pingErr.Load(); p != nil {
-				t.Errorf("direct PING: %v", *p)
+			if pingErr != nil {
+				t.Errorf("direct PING: %v", pingErr)
 			}
-			if d := time.Duration(pingMax.Load()); d > time.Second {
-				t.Errorf("a direct PING waited %v", d)
+			if pingMax > time.Second {
+				t.Errorf("a direct PING waited %v", pingMax)
 			}
 			for _, l := range autos {
 				_ = l.Unlock(ctx)
 			}
-			requireNoLockKeys(t, clients, t.Name())
-			for _, c := range lcs {
-				require.NoError(t, c.Close())
-			}
-			atkSettled(t, clients)
+			advEnd(t, clients, lcs, clients)
 		})
 	}
 }
@@ -676,13 +655,7 @@ func TestAtkUserClosesGoRedis(t *testing.T) {
 			c := advNew(t, clients, WithNodeTimeout(300*time.Millisecond))
 			ctx := context.Background()
 			require.Empty(t, advCycles(c, t.Name()+"-warm", 2, 10))
-			var autos []*Lock
-			for i := range 4 {
-				l, err := c.TryLock(ctx, fmt.Sprintf("%s-auto-%d", t.Name(), i), 400*time.Millisecond)
-				require.NoError(t, err)
-				require.NoError(t, l.AutoExtend(ctx))
-				autos = append(autos, l)
-			}
+			autos := atkAutoLocks(t, c, t.Name()+"-auto", 4, 400*time.Millisecond)
 			r := new(atkRecorder)
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
@@ -784,13 +757,7 @@ func TestAtkCloseInFlight(t *testing.T) {
 			c := advNew(t, clients, WithNodeTimeout(300*time.Millisecond))
 			ctx := context.Background()
 			require.Empty(t, advCycles(c, t.Name()+"-warm", 2, 5))
-			var autos []*Lock
-			for i := range 3 {
-				l, err := c.TryLock(ctx, fmt.Sprintf("%s-auto-%d", t.Name(), i), 300*time.Millisecond)
-				require.NoError(t, err)
-				require.NoError(t, l.AutoExtend(ctx))
-				autos = append(autos, l)
-			}
+			autos := atkAutoLocks(t, c, t.Name()+"-auto", 3, 300*time.Millisecond)
 			contended, err := c.TryLock(ctx, t.Name()+"-contended", 5*time.Second)
 			require.NoError(t, err)
 			r := new(atkRecorder)
@@ -893,11 +860,7 @@ func TestAtkKillStormOptions(t *testing.T) {
 			killer.Wait()
 			t.Logf("%d kills, %d calls", kills.Load(), r.calls.Load())
 			r.check(t)
-			requireNoLockKeys(t, admins, t.Name())
-			for _, c := range lcs {
-				require.NoError(t, c.Close())
-			}
-			advSettled(t, clients)
+			advEnd(t, admins, lcs, clients)
 		})
 	}
 }
@@ -927,11 +890,7 @@ func TestAtkMaxClients(t *testing.T) {
 	}
 	advVotesAgain(t, lcs[0], clients[0])
 	advVotesAgain(t, lcs[1], clients[1])
-	requireNoLockKeys(t, admins, t.Name())
-	for _, c := range lcs {
-		require.NoError(t, c.Close())
-	}
-	advSettled(t, clients)
+	advEnd(t, admins, lcs, clients)
 }
 
 // atkLimiter rejects every fifth command, and reports each outcome.
@@ -958,9 +917,5 @@ func TestAtkLimiter(t *testing.T) {
 	lcs := []*Client{advNew(t, clients, WithNodeTimeout(500*time.Millisecond)), advNew(t, clients, WithNodeTimeout(500*time.Millisecond))}
 	r := atkWorkload(t, lcs, t.Name(), false)
 	r.check(t)
-	requireNoLockKeys(t, admins, t.Name())
-	for _, c := range lcs {
-		require.NoError(t, c.Close())
-	}
-	advSettled(t, clients)
+	advEnd(t, admins, lcs, clients)
 }

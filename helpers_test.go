@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -17,6 +18,20 @@ import (
 )
 
 var keySeq atomic.Int64
+
+// testSeed returns the seed of a randomized test: -seed N, or one from
+// the clock; logged with the command that replays it.
+func testSeed(t *testing.T) uint64 {
+	t.Helper()
+	seed := *seedFlag
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (replay: go test -race -run '^%s$' -seed %d .)", seed, t.Name(), seed)
+	return seed
+}
+
+var seedFlag = flag.Uint64("seed", 0, "the randomized tests' seed (0: from the clock)")
 
 // key returns a key unique to this test run.
 func key(t testing.TB) string {

@@ -365,6 +365,18 @@ func TestAdvTxMixedTraffic(t *testing.T) {
 	}
 }
 
+// advEnd ends a test of Clients lcs on clients: no key named after the
+// test is left on the nodes (seen through keyNodes), every Client
+// closes without an error, and clients' pools settle (advSettled).
+func advEnd(t *testing.T, keyNodes []redis.UniversalClient, lcs []*Client, clients []redis.UniversalClient) {
+	t.Helper()
+	requireNoLockKeys(t, keyNodes, t.Name())
+	for _, c := range lcs {
+		require.NoError(t, c.Close())
+	}
+	advSettled(t, clients)
+}
+
 // requireNoLockKeys waits (bounded) until no key with prefix is left on
 // any node: every lock was released everywhere.
 func requireNoLockKeys(t *testing.T, clients []redis.UniversalClient, prefix string) {
@@ -529,11 +541,7 @@ func TestAdvTxSmallPool(t *testing.T) {
 			for i, cl := range clients {
 				require.LessOrEqual(t, int(cl.(*redis.Client).PoolStats().TotalConns), 20, "node %d", i)
 			}
-			requireNoLockKeys(t, clients, t.Name())
-			for _, c := range lcs {
-				require.NoError(t, c.Close())
-			}
-			advSettled(t, clients)
+			advEnd(t, clients, lcs, clients)
 		})
 	}
 }
@@ -847,11 +855,7 @@ func TestAdvTxIdleLeadersGiveBack(t *testing.T) {
 			require.NoError(t, cl.Ping(ctx).Err(), "round %d: node %d: a direct user", round, i)
 		}
 	}
-	requireNoLockKeys(t, clients, t.Name())
-	for _, c := range lcs {
-		require.NoError(t, c.Close())
-	}
-	advSettled(t, clients)
+	advEnd(t, clients, lcs, clients)
 }
 
 // TestAdvTxTakeDoesNotHoldRequests: taking a leader's connection runs on

@@ -81,12 +81,7 @@ func revSlotsClones(t *testing.T, clone bool) {
 	}
 	var autos []*Lock
 	for i, c := range lcs {
-		for j := range 3 {
-			l, err := c.TryLock(context.Background(), fmt.Sprintf("%s-auto-%d-%d", t.Name(), i, j), 400*time.Millisecond)
-			require.NoError(t, err)
-			require.NoError(t, l.AutoExtend(context.Background()))
-			autos = append(autos, l)
-		}
+		autos = append(autos, atkAutoLocks(t, c, fmt.Sprintf("%s-auto-%d", t.Name(), i), 3, 400*time.Millisecond)...)
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

@@ -3,7 +3,6 @@ package redlock_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -288,11 +287,7 @@ func TestWriterMarkKeyPrefix(t *testing.T) {
 // lease is lost or left behind, the mark ends within its bound once the
 // writers stop, and the last reader's release leaves nothing.
 func TestWriterMarkTinyContexts(t *testing.T) {
-	seed := *tinySeed
-	if seed == 0 {
-		seed = time.Now().UnixNano()
-	}
-	t.Logf("seed %d (replay: go test -race -run '^TestWriterMarkTinyContexts$' -tiny.seed %d .)", seed, seed)
+	seed := testSeed(t)
 	_, clients := cluster(t, 3)
 	rl := newClient(t, clients)
 	ctx := context.Background()
@@ -371,21 +366,15 @@ func TestWriterMarkTinyContexts(t *testing.T) {
 	requireRWGone(t, clients, k, 10*time.Second)
 }
 
-var tinySeed = flag.Int64("tiny.seed", 0, "TestWriterMarkTinyContexts's seed (0: from the clock)")
-
 // TestReadLockConcurrentCallsUnderMark: while a writer waits (marking the
 // key), goroutines call Extend (with TTLs shorter and longer than the
 // lease), Validity, AutoExtend and Unlock on one read lock at random
 // instants. The writer is granted only after Unlock started; every call
 // returns nil or a matchable error; after the writer is in, the read
 // lock's Extend fails with ErrNotHeld and leaves the writer's key alone.
-// Rounds from a seed it logs; replay with -handle.seed N.
+// Rounds from a seed it logs; replay with -seed N.
 func TestReadLockConcurrentCallsUnderMark(t *testing.T) {
-	seed := *handleSeed
-	if seed == 0 {
-		seed = time.Now().UnixNano()
-	}
-	t.Logf("seed %d (replay: go test -race -run '^TestReadLockConcurrentCallsUnderMark$' -handle.seed %d .)", seed, seed)
+	seed := testSeed(t)
 	_, clients := cluster(t, 3)
 	rl := newClient(t, clients)
 	ctx := context.Background()
@@ -473,5 +462,3 @@ func TestReadLockConcurrentCallsUnderMark(t *testing.T) {
 		requireRWGone(t, clients, k, 10*time.Second)
 	}
 }
-
-var handleSeed = flag.Int64("handle.seed", 0, "TestReadLockConcurrentCallsUnderMark's seed (0: from the clock)")

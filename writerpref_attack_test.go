@@ -6,7 +6,6 @@ package redlock_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -232,7 +231,7 @@ func atkNodeKeys(t testing.TB, clients []redis.UniversalClient, root string) []s
 // with shorter and longer TTLs, sometimes concurrently with their own
 // Unlock. Checked: no writer shares a key with a valid holder, no reader
 // with a valid writer; fences increase; both kinds are granted; nothing
-// is left on the nodes afterwards. Replay with -atk.seed N.
+// is left on the nodes afterwards. Replay with -seed N.
 func TestAttackMarkRandomized(t *testing.T) {
 	atkRandomized(t, 3, 8, false)
 }
@@ -246,7 +245,7 @@ func TestAttackMarkRandomizedPaused(t *testing.T) {
 }
 
 func atkRandomized(t *testing.T, nodesN, clientsN int, pause bool) {
-	seed := atkSeed(t)
+	seed := testSeed(t)
 	nodes, clients := cluster(t, nodesN)
 	ctx := context.Background()
 	base := key(t)
@@ -379,17 +378,6 @@ func atkRandomized(t *testing.T, nodesN, clientsN int, pause bool) {
 		requireRWGone(t, clients, k, 10*time.Second)
 	}
 	require.Empty(t, atkNodeKeys(t, clients, base), "seed %d: keys left on the nodes", seed)
-}
-
-var atkSeedFlag = flag.Uint64("atk.seed", 0, "the attack tests' seed (0: from the clock)")
-
-func atkSeed(t *testing.T) uint64 {
-	seed := *atkSeedFlag
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (replay: go test -race -run '^%s$' -atk.seed %d .)", seed, t.Name(), seed)
-	return seed
 }
 
 // oddPreset runs each acquisition on k preset to v (see
@@ -620,7 +608,7 @@ func TestAttackMarkUnlockRacesExtend(t *testing.T) {
 	_, clients := cluster(t, 3)
 	rl := newClient(t, clients)
 	ctx := context.Background()
-	seed := atkSeed(t)
+	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 7))
 	for round := range 15 {
 		k := fmt.Sprintf("%s-%d", key(t), round)
@@ -847,12 +835,7 @@ func TestAttackMarkFencedWriters(t *testing.T) {
 	rl := newClient(t, clients)
 	ctx := context.Background()
 	k := key(t)
-	stop := make(chan struct{})
-	wait, took := overlappingReaders(t, rl, k, 6, 30*time.Millisecond, stop)
-	defer func() {
-		close(stop)
-		wait()
-	}()
+	took := overlappingReaders(t, rl, k, 6, 30*time.Millisecond)
 	var last int64
 	for i := range 4 {
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -918,12 +901,7 @@ func TestAttackMarkSilentNode(t *testing.T) {
 	require.NoError(t, r0.Unlock(ctx))
 	require.NoError(t, nodes[2].Pause())
 	t.Cleanup(func() { _ = nodes[2].Resume() })
-	stop := make(chan struct{})
-	wait, took := overlappingReaders(t, rl, k, 8, 40*time.Millisecond, stop)
-	defer func() {
-		close(stop)
-		wait()
-	}()
+	took := overlappingReaders(t, rl, k, 8, 40*time.Millisecond)
 	before := took.Load()
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -954,12 +932,7 @@ func TestAttackMarkRetryDelayOverflow(t *testing.T) {
 			rl := newClient(t, clients)
 			ctx := context.Background()
 			k := key(t)
-			stop := make(chan struct{})
-			wait, took := overlappingReaders(t, rl, k, 8, 150*time.Millisecond, stop)
-			defer func() {
-				close(stop)
-				wait()
-			}()
+			took := overlappingReaders(t, rl, k, 8, 150*time.Millisecond)
 			before := took.Load()
 			wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			defer cancel()

@@ -3,7 +3,6 @@ package redlock_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -19,12 +18,18 @@ import (
 // readers wait for it (acquire.lua, read_acquire.lua).
 
 // overlappingReaders runs n readers on k, each taking RLock, holding it
-// for hold and releasing it, again and again, until stop is closed;
-// started staggered over hold, so that some reader always holds k. It
-// returns a wait for them and how many read locks they took.
-func overlappingReaders(t *testing.T, rl *redlock.Client, k string, n int, hold time.Duration, stop <-chan struct{}) (func(), *atomic.Int64) {
+// for hold and releasing it, again and again, until the test ends (a
+// cleanup stops them and waits for them); started staggered over hold,
+// so that some reader always holds k. It returns how many read locks
+// they took.
+func overlappingReaders(t *testing.T, rl *redlock.Client, k string, n int, hold time.Duration) *atomic.Int64 {
 	t.Helper()
+	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		close(stop)
+		wg.Wait()
+	})
 	var took atomic.Int64
 	started := make(chan struct{}, n)
 	for i := range n {
@@ -62,7 +67,7 @@ func overlappingReaders(t *testing.T, rl *redlock.Client, k string, n int, hold 
 			t.Fatal("readers did not start within 20s")
 		}
 	}
-	return wg.Wait, &took
+	return &took
 }
 
 // TestWriterNotStarvedByReaders: 8 readers that overlap without a gap
@@ -76,12 +81,7 @@ func TestWriterNotStarvedByReaders(t *testing.T) {
 	rl := newClient(t, clients)
 	ctx := context.Background()
 	k := key(t)
-	stop := make(chan struct{})
-	wait, took := overlappingReaders(t, rl, k, 8, 40*time.Millisecond, stop)
-	defer func() {
-		close(stop)
-		wait()
-	}()
+	took := overlappingReaders(t, rl, k, 8, 40*time.Millisecond)
 
 	for range 5 {
 		_, err := rl.TryLock(ctx, k, 5*time.Second)
@@ -210,13 +210,9 @@ func TestWriterMarkKeysAndFencing(t *testing.T) {
 // reader or writer, a reader never with a live writer; both kinds are
 // granted; and every key (marks included) is gone from every node once
 // the clients stop. The choices come from a seed it logs; replay with
-// -rw.seed N.
+// -seed N.
 func TestReadWriteRandomized(t *testing.T) {
-	seed := *rwSeed
-	if seed == 0 {
-		seed = time.Now().UnixNano()
-	}
-	t.Logf("seed %d (replay: go test -race -run '^TestReadWriteRandomized$' -rw.seed %d .)", seed, seed)
+	seed := testSeed(t)
 	_, clients := cluster(t, 3)
 	ctx := context.Background()
 	base := key(t)
@@ -322,5 +318,3 @@ func cancelledAfter(t testing.TB, d time.Duration) context.Context {
 	})
 	return ctx
 }
-
-var rwSeed = flag.Int64("rw.seed", 0, "TestReadWriteRandomized's seed (0: from the clock)")
