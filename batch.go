@@ -209,7 +209,7 @@ func (c *Client) extendTick(tk *tick, es []*entry, late time.Duration) {
 	lag := s.lag
 	ns := make([]int, len(es)) // extensions won; -1: removed meanwhile
 	for k, e := range es {
-		ns[k] = e.n
+		ns[k] = e.l.w.autoN
 		if e.gone {
 			ns[k] = -1
 		}

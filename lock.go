@@ -127,7 +127,13 @@ func (l *Lock) TTL() time.Duration {
 // Validity returns the time left in which holding the lock is safe,
 // measured on the monotonic clock: ttl - drift from the start of the last
 // won round (acquire or Extend), minus the time since. It is <= 0 once the
-// lock has expired (and for a nil *Lock).
+// lock has expired, after Unlock, for a nil *Lock, and from the moment an
+// extension (Extend or auto-extension) learns that the lock is lost: that
+// so many nodes answered that the key holds another owner's token or is
+// missing that no quorum can hold it. Then Done is closed too, and Err
+// says why. Nodes that failed or did not answer prove nothing: an
+// extension that fails for them leaves Validity as it was (or lowers it
+// to the TTL it sent, see Extend), and the lock may still be held.
 func (l *Lock) Validity() time.Duration {
 	if l == nil {
 		return 0
@@ -177,6 +183,18 @@ func (l *Lock) Deadline() time.Time {
 // than Validity has left lowers Validity (and moves Done's closing
 // earlier) as it is sent, not when it returns: it may land on the nodes
 // whatever its round decides.
+//
+// When the nodes that answered that the key holds another owner's token,
+// or is missing, are so many that no quorum can hold the lock (more than
+// N - quorum of them: a node lost its data and granted the key again, or
+// the lock expired), the lock is lost, and the handle says so before
+// Extend returns: Validity falls to <= 0 and stays there, Done closes,
+// and Err returns an error matching ErrLockLost and ErrNotHeld that
+// names the cause (held by another owner, key missing, on how many
+// nodes). Later Extends send nothing and return ErrNotHeld and
+// ErrExpired: the lock must be acquired again. A round that fails for
+// nodes that are down, slow or erroring, with fewer such answers, is no
+// loss: the lock may still be held, and Validity is not cut short.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
 		return invalidf("nil *Lock")
@@ -308,9 +326,14 @@ func (l *Lock) endExtend(out outcome, ttl time.Duration) error {
 		// Nodes that did extend may now expire earlier than before.
 		l.deadline = deadline
 	}
-	l.armLocked() // the deadline may have moved, even earlier
 	if out.won {
+		l.armLocked() // the deadline may have moved, even earlier
 		return nil
+	}
+	if lost := definiteLoss(out.err); lost != nil {
+		l.loseLocked(lost)
+	} else {
+		l.armLocked()
 	}
 	return out.err
 }

@@ -3,6 +3,7 @@ package redlock
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -52,7 +53,6 @@ type entry struct {
 	dl   time.Time // the lock's deadline when due was set: the priority
 	key  int64     // at(), in nanoseconds since the process's clock base: the heap's order
 	idx  int       // index in the heap; -1 when not in it
-	n    int       // extensions won
 	gone bool      // removed: not queued again
 }
 
@@ -297,7 +297,7 @@ func (h *entryHeap) Pop() any {
 // WithMaxHold) forbids e's next extension; then e is dropped and the
 // lock lives out its validity (less the loss margin) before its watch
 // ends with ErrHoldLimit.
-// n is how many extensions e has won.
+// n is how many extensions auto-extension won for the lock (watch.autoN).
 func (c *Client) limitReached(e *entry, n int) bool {
 	l := e.l
 	if (l.cfg.maxExtensions == 0 || n < l.cfg.maxExtensions) &&
@@ -312,13 +312,6 @@ func (c *Client) limitReached(e *entry, n int) bool {
 	l.armLocked() // a timer of the lock's own watches the expiry now
 	l.mu.Unlock()
 	return true
-}
-
-// state returns whether e was removed, and how many extensions it won.
-func (s *sched) state(e *entry) (gone bool, n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return e.gone, e.n
 }
 
 // readd puts e, popped for its expiry, back with its due time.
@@ -348,22 +341,42 @@ func (l *Lock) expire(e *entry) {
 func (c *Client) extended(e *entry, err error) {
 	l := e.l
 	s := &c.sched
+	var lost error
+	if err != nil {
+		if errors.Is(err, ErrExpired) {
+			lost = &lostError{msg: "lock lost", last: err, pre: ": ", errs: []error{ErrLockLost, err}}
+		} else {
+			var qe *QuorumError
+			if errors.As(err, &qe) {
+				lost = definiteLoss(qe)
+			}
+		}
+	}
 	l.mu.Lock()
 	dl := l.deadline
-	lost := err != nil && definitelyLost(err)
 	switch {
-	case lost:
-		l.finishLocked(&lostError{msg: "lock lost", last: err, pre: ": ", errs: []error{ErrLockLost, err}})
+	case lost != nil:
+		// Ended already when endExtend saw the loss (then this is a
+		// no-op); for an extension not sent because validity had run
+		// out, ended here.
+		l.loseLocked(lost)
 	case err != nil && l.w != nil:
 		l.w.lastErr = err // the reason, should the lock be lost
 	}
+	w := l.w
 	l.mu.Unlock()
-	if lost {
+	if lost != nil {
 		s.remove(e)
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err == nil {
+		// Counted even when e was retired meanwhile (its ctx ended, and
+		// a resumed AutoExtend took over): the hold limit counts every
+		// extension won.
+		w.autoN++
+	}
 	if e.gone {
 		return
 	}
@@ -372,6 +385,5 @@ func (c *Client) extended(e *entry, err error) {
 		s.addLocked(c, e, time.Now().Add(jitter(e.retry)), dl)
 		return
 	}
-	e.n++
 	s.addLocked(c, e, dl.Add(-e.ttl/2-advance(s.lag, e.ttl)), dl)
 }

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 )
 
@@ -22,7 +23,7 @@ var (
 	ErrHoldLimit = errors.New("redlock: hold limit reached")
 
 	// ErrAlreadyExtending is returned by AutoExtend on a lock that is
-	// already auto-extended.
+	// already auto-extended: an earlier AutoExtend's ctx is not done yet.
 	ErrAlreadyExtending = errors.New("redlock: auto-extension already running")
 )
 
@@ -35,6 +36,11 @@ type watch struct {
 	limit bool        // a hold limit stopped the extensions: the end says so
 
 	ent *entry // auto-extension (scheduler.go); nil when not auto-extended
+
+	// autoN is how many extensions auto-extension won, over every
+	// AutoExtend of the lock: WithMaxExtensions counts them all, not
+	// those since the last resume. Guarded by the client's sched.mu.
+	autoN int
 
 	// lastErr is the last failed extension's error: the reason given
 	// should the lock then be lost. Guarded by l.mu.
@@ -145,9 +151,11 @@ func (l *Lock) finishLocked(err error) {
 
 // Done returns a channel that is closed when the lock can no longer be
 // proven held: its Validity fell to the loss margin with no successful
-// Extend having moved the deadline, auto-extension found it lost, or
-// Unlock was called. Err says which. For a nil *Lock it returns a closed
-// channel.
+// Extend having moved the deadline, an extension (Extend or
+// auto-extension) found it lost (other owners' tokens or missing keys on
+// so many nodes that no quorum can hold it: Validity is then <= 0 at
+// once, see Validity), or Unlock was called. Err says which. For a nil
+// *Lock it returns a closed channel.
 //
 // The loss margin is the per-node timeout for the lock's TTL (see
 // WithNodeTimeout), at least MinLossMargin (20ms) and at most TTL/4:
@@ -170,7 +178,10 @@ func (l *Lock) Done() <-chan struct{} {
 
 // Err returns nil while Done is open; then ErrReleased after Unlock, or an
 // error matching ErrLockLost (and ErrNotHeld) after the lock was lost,
-// with ErrHoldLimit joined when a hold limit stopped the extensions.
+// with ErrHoldLimit joined when a hold limit stopped the extensions. When
+// an extension found the lock lost, the error names the cause ("held by
+// another owner on 2 of 3 nodes", "key missing on 2 of 3 nodes") and
+// wraps that extension's *QuorumError (reach it with errors.As).
 func (l *Lock) Err() error {
 	if l == nil {
 		return invalidf("nil *Lock")
@@ -193,9 +204,13 @@ func (l *Lock) Err() error {
 // Validity falls to the loss margin (the per-node timeout, at most
 // TTL/4; see Done), when Done closes with ErrLockLost. An extension that
 // finds the key missing or taken on too many nodes ends the lock at
-// once. After a hold limit, the lock lives out its validity and Done
-// closes at the same margin. When ctx is done, extension stops and the
-// lock lives out its validity.
+// once (see Validity). After a hold limit, the lock lives out its
+// validity and Done closes at the same margin. When ctx is done,
+// extension stops and the lock lives out its validity, unless AutoExtend
+// is called again: a lock whose auto-extension ended with its ctx,
+// neither released nor lost, can resume it with a new ctx, at once (the
+// ctx's end need not have been noticed yet); the hold limits count
+// across resumes.
 //
 // A Client extends all its auto-extended locks with one scheduler: a
 // timer heap and one goroutine, not a goroutine or a timer per lock. The
@@ -211,8 +226,11 @@ func (l *Lock) Err() error {
 // the release on every node, cannot outlive it). An Extend of the
 // caller's waits for one in flight, or until its own ctx is done (see
 // Extend). Errors:
-// ErrInvalid for a nil *Lock or ctx, ErrAlreadyExtending, or Err() when
-// the lock has already ended.
+// ErrInvalid for a nil *Lock or ctx; ErrAlreadyExtending while an
+// earlier AutoExtend's ctx is not done (of two calls at once, one wins);
+// ErrHoldLimit once a hold limit stopped the extensions; or Err() when
+// the lock has already ended (after Unlock, ErrReleased; once lost, an
+// error matching ErrLockLost).
 func (l *Lock) AutoExtend(ctx context.Context) error {
 	if l == nil {
 		return invalidf("nil *Lock")
@@ -229,8 +247,21 @@ func (l *Lock) AutoExtend(ctx context.Context) error {
 	if w.err != nil {
 		return w.err
 	}
-	if w.ent != nil {
-		return ErrAlreadyExtending
+	if w.limit {
+		return errHoldLimitReached
+	}
+	if old := w.ent; old != nil {
+		if old.ctx.Err() == nil {
+			return ErrAlreadyExtending
+		}
+		// Its ctx is done, and its AfterFunc may not have run yet (it
+		// runs on a goroutine of its own): retire the entry here, so
+		// that the caller who cancelled it can resume at once. An
+		// extension of it still in flight holds extMu, so the new
+		// entry's waits for it (extendTick), and its result, a real
+		// round, is applied as any Extend's.
+		l.c.sched.remove(old)
+		w.ent = nil
 	}
 	ttl := l.ttl
 	e := &entry{l: l, ctx: ctx, ttl: ttl, retry: max(ttl/20, l.cfg.timeoutFor(ttl)), idx: -1}
@@ -240,6 +271,9 @@ func (l *Lock) AutoExtend(ctx context.Context) error {
 	e.stop = context.AfterFunc(ctx, func() {
 		l.c.sched.takeOut(e)
 		l.mu.Lock()
+		if l.w.ent == e {
+			l.w.ent = nil // a later AutoExtend may resume
+		}
 		l.armLocked()
 		l.mu.Unlock()
 	})
@@ -248,23 +282,60 @@ func (l *Lock) AutoExtend(ctx context.Context) error {
 	return nil
 }
 
-// definitelyLost reports whether an Extend error proves the lock gone:
-// validity ran out, or too many nodes answered that the key is not ours.
-func definitelyLost(err error) bool {
-	if errors.Is(err, ErrExpired) {
-		return true
+// errHoldLimitReached is AutoExtend's error once a hold limit stopped
+// the extensions: a resumed auto-extension would overrun the limit.
+var errHoldLimitReached = causef([]error{ErrHoldLimit}, "hold limit reached (WithMaxExtensions or WithMaxHold): no more extensions")
+
+// definiteLoss returns the error the lock ends with when qe, a failed
+// extension's error, proves it lost: so many nodes answered that the key
+// holds another owner's token or is missing that the rest cannot make a
+// quorum. It returns nil otherwise: a node that failed, timed out or was
+// not waited for may still hold the lock, so a round short of its quorum
+// for want of answers proves nothing.
+func definiteLoss(qe *QuorumError) error {
+	if qe == nil {
+		return nil
 	}
-	var qe *QuorumError
-	if !errors.As(err, &qe) {
-		return false
-	}
-	no := 0
+	var taken, absent int
 	for _, n := range qe.Nodes {
-		if n.Status == NodeTaken || n.Status == NodeAbsent {
-			no++
+		switch n.Status {
+		case NodeTaken:
+			taken++
+		case NodeAbsent:
+			absent++
 		}
 	}
-	return no > len(qe.Nodes)-qe.Quorum
+	n := len(qe.Nodes)
+	if n-taken-absent >= qe.Quorum {
+		return nil
+	}
+	of := " of " + strconv.Itoa(n) + " nodes"
+	var msg string
+	switch {
+	case absent == 0:
+		msg = "lock lost: held by another owner on " + strconv.Itoa(taken) + of
+	case taken == 0:
+		msg = "lock lost: key missing on " + strconv.Itoa(absent) + of
+	default:
+		msg = "lock lost: held by another owner on " + strconv.Itoa(taken) + " and key missing on " + strconv.Itoa(absent) + of
+	}
+	return &lostError{msg: msg, last: qe, pre: " (", post: ")", errs: []error{ErrLockLost, qe}}
+}
+
+// loseLocked ends the lock as lost with err, at once: Validity falls to
+// <= 0 (the deadline to now, unless it was already behind), and Done
+// closes, so that Validity, Deadline, Done and Err agree. l.mu must be
+// held.
+func (l *Lock) loseLocked(err error) {
+	if now := time.Now(); now.Before(l.deadline) {
+		l.deadline = now
+	}
+	if l.w == nil {
+		// Nobody asked for Done yet: the watch starts ended, with the
+		// cause rather than a later "validity ran out".
+		l.w = &watch{done: make(chan struct{})}
+	}
+	l.finishLocked(err)
 }
 
 // stopWatch ends the lock's watch with err, which takes the lock out of

@@ -3,9 +3,12 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed543a70bd/redlock"
@@ -212,4 +215,356 @@ func TestDoneAfterUnlock(t *testing.T) {
 	<-l2.Done()
 	require.ErrorIs(t, l2.Err(), redlock.ErrReleased)
 	require.ErrorIs(t, l2.AutoExtend(ctx), redlock.ErrReleased)
+}
+
+// requireLostNow checks that l is lost and that its handle says so
+// everywhere at once: Done closed, Validity <= 0, Deadline not after now,
+// and Err matching ErrLockLost and ErrNotHeld, naming cause and carrying
+// the extension's *QuorumError.
+func requireLostNow(t *testing.T, l *redlock.Lock, cause string) {
+	t.Helper()
+	select {
+	case <-l.Done():
+	default:
+		t.Fatalf("want Done closed, got it open with Validity %v", l.Validity())
+	}
+	require.LessOrEqual(t, l.Validity(), time.Duration(0), "want no validity left once the lock is lost")
+	require.False(t, l.Deadline().After(time.Now()), "want the deadline passed, got it %v away", time.Until(l.Deadline()))
+	err := l.Err()
+	require.ErrorIs(t, err, redlock.ErrLockLost)
+	require.ErrorIs(t, err, redlock.ErrNotHeld)
+	require.Contains(t, err.Error(), cause)
+	var qe *redlock.QuorumError
+	require.ErrorAs(t, err, &qe, "want the extension's per-node outcome in Err")
+}
+
+// requireHeld checks that l's handle says it is held: Done open, Err nil,
+// Validity above min.
+func requireHeld(t *testing.T, l *redlock.Lock, min time.Duration) {
+	t.Helper()
+	select {
+	case <-l.Done():
+		t.Fatalf("want the lock held, got Done closed: %v", l.Err())
+	default:
+	}
+	require.NoError(t, l.Err())
+	require.Greater(t, l.Validity(), min)
+}
+
+// TestExtendLostEndsValidity: an Extend whose answers make a quorum
+// impossible (another owner's token or no key on 2 of 3 nodes: a node
+// lost its data and granted the key again) ends the lock before it
+// returns: Validity <= 0, Done closed, Err naming the cause. One foreign
+// node, or nodes that are down, prove nothing: the lock is kept.
+func TestExtendLostEndsValidity(t *testing.T) {
+	ctx := context.Background()
+	const ttl = 10 * time.Second
+	lost := []struct {
+		name  string
+		watch bool // Done asked for before the Extend: its timer is armed
+		spoil func(t *testing.T, clients []redis.UniversalClient, k string)
+		cause string
+	}{
+		{"other owner on 2 of 3", true, func(t *testing.T, cl []redis.UniversalClient, k string) {
+			holdForeign(t, cl[0], k, ttl)
+			holdForeign(t, cl[1], k, ttl)
+		}, "held by another owner on 2 of 3 nodes"},
+		{"key gone on 2 of 3", false, func(t *testing.T, cl []redis.UniversalClient, k string) {
+			require.NoError(t, cl[1].Del(ctx, k).Err())
+			require.NoError(t, cl[2].Del(ctx, k).Err())
+		}, "key missing on 2 of 3 nodes"},
+		{"other owner on 1, key gone on 1", false, func(t *testing.T, cl []redis.UniversalClient, k string) {
+			holdForeign(t, cl[0], k, ttl)
+			require.NoError(t, cl[2].Del(ctx, k).Err())
+		}, "held by another owner on 1 and key missing on 1 of 3 nodes"},
+	}
+	for _, tc := range lost {
+		t.Run(tc.name, func(t *testing.T) {
+			_, clients := cluster(t, 3)
+			k := key(t)
+			l, err := newClient(t, clients).TryLock(ctx, k, ttl)
+			require.NoError(t, err)
+			if tc.watch {
+				requireHeld(t, l, ttl/2)
+			}
+			tc.spoil(t, clients, k)
+			err = l.Extend(ctx, ttl)
+			require.ErrorIs(t, err, redlock.ErrNotHeld)
+			require.NotErrorIs(t, err, redlock.ErrUnreachable)
+			requireLostNow(t, l, tc.cause)
+			err = l.Extend(ctx, ttl)
+			require.ErrorIs(t, err, redlock.ErrNotHeld, "want a lost lock acquired again, not extended")
+			require.ErrorIs(t, err, redlock.ErrExpired)
+			require.ErrorIs(t, l.AutoExtend(ctx), redlock.ErrLockLost)
+			require.ErrorIs(t, l.Unlock(ctx), redlock.ErrNotHeld)
+			for i, c := range clients { // Unlock may return before every node answered
+				eventually(t, 5*time.Second, func() bool { v := get(t, c, k); return v == "" || v == foreignToken },
+					"node %d: want the other owner's token or nothing, got %q", i+1, get(t, c, k))
+			}
+		})
+	}
+	t.Run("other owner on 1 of 3: kept", func(t *testing.T) {
+		_, clients := cluster(t, 3)
+		k := key(t)
+		l, err := newClient(t, clients).TryLock(ctx, k, ttl)
+		require.NoError(t, err)
+		holdForeign(t, clients[0], k, ttl)
+		require.NoError(t, l.Extend(ctx, ttl))
+		requireHeld(t, l, ttl/2)
+		require.Equal(t, foreignToken, get(t, clients[0], k), "the other owner's key is left alone")
+		require.NoError(t, l.Unlock(ctx))
+	})
+	t.Run("2 of 3 down: kept", func(t *testing.T) {
+		nodes, clients := cluster(t, 3)
+		k := key(t)
+		l, err := newClient(t, clients).TryLock(ctx, k, ttl)
+		require.NoError(t, err)
+		requireHeld(t, l, ttl/2)
+		require.NoError(t, nodes[1].Kill())
+		require.NoError(t, nodes[2].Kill())
+		require.ErrorIs(t, l.Extend(ctx, ttl), redlock.ErrUnreachable)
+		// The lock may still be held on the nodes that did not answer:
+		// its validity from the acquire stands.
+		requireHeld(t, l, ttl/2)
+	})
+}
+
+// TestAutoExtendLostEndsValidity: auto-extension that finds a lock of any
+// kind lost (another owner's token, or its keys gone, on 2 of 3 nodes)
+// ends it at once: when Done closes, Validity is already <= 0 and Err
+// names the cause. With 1 of 3 nodes held by another owner the lock is
+// extended on and kept.
+func TestAutoExtendLostEndsValidity(t *testing.T) {
+	ctx := context.Background()
+	const ttl = time.Second
+	type lockFn func(c *redlock.Client, k string) (*redlock.Lock, error)
+	cases := []struct {
+		name  string
+		lock  lockFn
+		spoil func(t *testing.T, cl []redis.UniversalClient, l *redlock.Lock)
+		cause string
+	}{
+		{"key lock, other owner", func(c *redlock.Client, k string) (*redlock.Lock, error) {
+			return c.TryLock(ctx, k, ttl)
+		}, func(t *testing.T, cl []redis.UniversalClient, l *redlock.Lock) {
+			holdForeign(t, cl[1], l.Key(), 10*ttl)
+			holdForeign(t, cl[2], l.Key(), 10*ttl)
+		}, "held by another owner on 2 of 3 nodes"},
+		{"key lock, keys gone", func(c *redlock.Client, k string) (*redlock.Lock, error) {
+			return c.TryLock(ctx, k, ttl)
+		}, func(t *testing.T, cl []redis.UniversalClient, l *redlock.Lock) {
+			require.NoError(t, cl[0].Del(ctx, l.Key()).Err())
+			require.NoError(t, cl[1].Del(ctx, l.Key()).Err())
+		}, "key missing on 2 of 3 nodes"},
+		{"read lock", func(c *redlock.Client, k string) (*redlock.Lock, error) {
+			return c.TryRLock(ctx, k, ttl)
+		}, func(t *testing.T, cl []redis.UniversalClient, l *redlock.Lock) {
+			for _, c := range cl[:2] {
+				require.NoError(t, c.Del(ctx, l.Key(), redlock.ReadersKey(l.Key())).Err())
+			}
+		}, "key missing on 2 of 3 nodes"},
+		{"semaphore permit", func(c *redlock.Client, k string) (*redlock.Lock, error) {
+			return c.TryAcquire(ctx, k, 1, ttl)
+		}, func(t *testing.T, cl []redis.UniversalClient, l *redlock.Lock) {
+			for _, c := range cl[1:] {
+				require.NoError(t, c.Del(ctx, l.Key()).Err())
+			}
+		}, "key missing on 2 of 3 nodes"},
+		// Limit 2 on 3 nodes needs all 3 (SemaphoreQuorum): one node
+		// without the permit makes the quorum impossible.
+		{"semaphore permit, quorum of 3", func(c *redlock.Client, k string) (*redlock.Lock, error) {
+			return c.TryAcquire(ctx, k, 2, ttl)
+		}, func(t *testing.T, cl []redis.UniversalClient, l *redlock.Lock) {
+			require.NoError(t, cl[1].Del(ctx, l.Key()).Err())
+		}, "key missing on 1 of 3 nodes"},
+		{"path lock", func(c *redlock.Client, k string) (*redlock.Lock, error) {
+			return c.TryLockPath(ctx, k+"/sub", ttl)
+		}, func(t *testing.T, cl []redis.UniversalClient, l *redlock.Lock) {
+			for _, c := range cl[:2] {
+				require.NoError(t, c.Del(ctx, redlock.PathKey(l.Key())).Err())
+			}
+		}, "key missing on 2 of 3 nodes"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, clients := cluster(t, 3)
+			l, err := tc.lock(newClient(t, clients), key(t))
+			require.NoError(t, err)
+			require.NoError(t, l.AutoExtend(ctx))
+			tc.spoil(t, clients, l)
+			select {
+			case <-l.Done():
+			case <-time.After(10 * ttl):
+				t.Fatalf("Done did not close within %v of the lock's loss", 10*ttl)
+			}
+			requireLostNow(t, l, tc.cause)
+		})
+	}
+	t.Run("other owner on 1 of 3: kept", func(t *testing.T) {
+		_, clients := cluster(t, 3)
+		k := key(t)
+		l, err := newClient(t, clients).TryLock(ctx, k, ttl)
+		require.NoError(t, err)
+		actx, stop := context.WithCancel(ctx)
+		defer stop()
+		require.NoError(t, l.AutoExtend(actx))
+		holdForeign(t, clients[0], k, 10*ttl)
+		eventually(t, 10*ttl, func() bool { return l.Extensions() >= 3 }, "want 3 extensions, got %d (Err %v)", l.Extensions(), l.Err())
+		requireHeld(t, l, 0)
+		stop()
+		require.NoError(t, l.Unlock(ctx))
+	})
+	t.Run("2 of 3 down: validity stands until the margin", func(t *testing.T) {
+		nodes, clients := cluster(t, 3)
+		l, err := newClient(t, clients).TryLock(ctx, key(t), ttl)
+		require.NoError(t, err)
+		require.NoError(t, l.AutoExtend(ctx))
+		require.NoError(t, nodes[0].Kill())
+		require.NoError(t, nodes[1].Kill())
+		select {
+		case <-l.Done():
+		case <-time.After(10 * ttl):
+			t.Fatalf("Done did not close within %v of losing the majority", 10*ttl)
+		}
+		// Failed nodes prove nothing: the lease ran to its loss margin,
+		// not cut short when the first extension failed.
+		closed := time.Now()
+		require.True(t, l.Deadline().After(closed), "want Done closed before the deadline, got it %v after", closed.Sub(l.Deadline()))
+		require.ErrorIs(t, l.Err(), redlock.ErrLockLost)
+		require.Contains(t, l.Err().Error(), "validity ran out")
+	})
+}
+
+// TestAutoExtendResumesAfterCtx: after the ctx of an AutoExtend ends, a
+// new AutoExtend resumes the extension, at once (before the ended ctx's
+// clean-up may have run) or a moment later, cycle after cycle: the lock
+// stays held for several TTLs. Replay with -seed N.
+func TestAutoExtendResumesAfterCtx(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testSeed(t), 0))
+	_, clients := cluster(t, 3)
+	ctx := context.Background()
+	k := key(t)
+	const ttl = time.Second
+	l, err := newClient(t, clients).TryLock(ctx, k, ttl)
+	require.NoError(t, err)
+	start := time.Now()
+	for cycle := 0; cycle < 6 || time.Since(start) < 4*ttl; cycle++ {
+		actx, cancel := context.WithCancel(ctx)
+		require.NoError(t, l.AutoExtend(actx), "cycle %d: want auto-extension resumed", cycle)
+		n := l.Extensions()
+		eventually(t, 5*ttl, func() bool { return l.Extensions() > n || l.Err() != nil },
+			"cycle %d: want an extension, got none", cycle)
+		requireHeld(t, l, 0)
+		cancel()
+		if rng.IntN(2) == 0 {
+			// Not a sync: some resumes come before the ended ctx's
+			// clean-up has run, some after.
+			time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
+		}
+	}
+	requireHeld(t, l, 0)
+	for i, c := range clients {
+		require.Equal(t, l.Token(), get(t, c, k), "node %d: want the key still ours after %v", i+1, time.Since(start))
+	}
+	require.NoError(t, l.Unlock(ctx))
+}
+
+// TestAutoExtendOneWinner: of two AutoExtends at once on one handle,
+// exactly one wins and the other returns ErrAlreadyExtending while the
+// winner's ctx is live; then both are cancelled and two more race, right
+// after the cancellation or a moment later.
+func TestAutoExtendOneWinner(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testSeed(t), 0))
+	_, clients := cluster(t, 3)
+	ctx := context.Background()
+	l, err := newClient(t, clients).TryLock(ctx, key(t), 2*time.Second)
+	require.NoError(t, err)
+	for round := range 30 {
+		var ctxs [2]context.Context
+		var cancels [2]context.CancelFunc
+		for i := range ctxs {
+			ctxs[i], cancels[i] = context.WithCancel(ctx)
+		}
+		var errs [2]error
+		var wg sync.WaitGroup
+		gate := make(chan struct{})
+		for i := range ctxs {
+			wg.Go(func() {
+				<-gate
+				errs[i] = l.AutoExtend(ctxs[i])
+			})
+		}
+		close(gate)
+		wg.Wait()
+		won := 0
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				won++
+			case !errors.Is(err, redlock.ErrAlreadyExtending):
+				t.Fatalf("round %d, call %d: want nil or ErrAlreadyExtending, got %v", round, i, err)
+			}
+		}
+		require.Equal(t, 1, won, "round %d: want exactly one winner, got errors %v", round, errs)
+		require.ErrorIs(t, l.AutoExtend(ctx), redlock.ErrAlreadyExtending, "round %d: the winner's ctx is live", round)
+		for _, cancel := range cancels {
+			cancel()
+		}
+		if rng.IntN(2) == 0 {
+			time.Sleep(time.Duration(rng.IntN(5)) * time.Millisecond) // not a sync: vary the race
+		}
+	}
+	requireHeld(t, l, 0)
+	require.NoError(t, l.Unlock(ctx))
+}
+
+// TestAutoExtendAfterEnd: once its first ctx ended, AutoExtend does not
+// resume a lock that was released (ErrReleased) or lost (Err, matching
+// ErrLockLost); and a hold limit counts the extensions of every
+// AutoExtend of the lock.
+func TestAutoExtendAfterEnd(t *testing.T) {
+	ctx := context.Background()
+	const ttl = time.Second
+	cancelled := func() context.Context {
+		c, cancel := context.WithCancel(ctx)
+		cancel()
+		return c
+	}
+	t.Run("released", func(t *testing.T) {
+		_, clients := cluster(t, 3)
+		l, err := newClient(t, clients).TryLock(ctx, key(t), ttl)
+		require.NoError(t, err)
+		require.NoError(t, l.AutoExtend(cancelled()))
+		require.NoError(t, l.Unlock(ctx))
+		require.ErrorIs(t, l.AutoExtend(ctx), redlock.ErrReleased)
+	})
+	t.Run("lost", func(t *testing.T) {
+		_, clients := cluster(t, 3)
+		k := key(t)
+		l, err := newClient(t, clients).TryLock(ctx, k, ttl)
+		require.NoError(t, err)
+		require.NoError(t, l.AutoExtend(cancelled()))
+		holdForeign(t, clients[0], k, ttl)
+		holdForeign(t, clients[1], k, ttl)
+		require.ErrorIs(t, l.Extend(ctx, ttl), redlock.ErrNotHeld)
+		require.ErrorIs(t, l.AutoExtend(ctx), redlock.ErrLockLost)
+	})
+	t.Run("hold limit across resumes", func(t *testing.T) {
+		_, clients := cluster(t, 3)
+		l, err := newClient(t, clients, redlock.WithMaxExtensions(2)).TryLock(ctx, key(t), ttl)
+		require.NoError(t, err)
+		actx, cancel := context.WithCancel(ctx)
+		require.NoError(t, l.AutoExtend(actx))
+		eventually(t, 5*ttl, func() bool { return l.Extensions() >= 1 || l.Err() != nil }, "want an extension, got none")
+		cancel()
+		require.NoError(t, l.AutoExtend(ctx), "want auto-extension resumed")
+		select {
+		case <-l.Done():
+		case <-time.After(10 * ttl):
+			t.Fatal("auto-extension was not stopped by the limit")
+		}
+		require.ErrorIs(t, l.Err(), redlock.ErrHoldLimit)
+		require.Equal(t, 2, l.Extensions(), "want the limit counted over both AutoExtends")
+		require.ErrorIs(t, l.AutoExtend(ctx), redlock.ErrHoldLimit)
+	})
 }
