@@ -183,8 +183,13 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 // for good.
 //
 // Errors are those of TryLock. When ctx ends the wait, the error matches
-// ErrNotObtained and ctx.Err(). Bad input and a misconfigured node set
-// (ErrInvalid) are returned at once, without retrying.
+// ErrNotObtained, ctx.Err() and the reason of the last attempt that
+// completed (ErrContended, ErrUnreachable, ...), so that a deadline
+// still says whether the lock was held or the nodes were down; its
+// *QuorumError lists that attempt's answers. When ctx ends before any
+// attempt completed, it matches ErrNotObtained and ctx.Err() only. Bad
+// input and a misconfigured node set (ErrInvalid) are returned at once,
+// without retrying.
 func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
 	if key == "" {
 		return nil, invalidf("empty key")
