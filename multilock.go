@@ -57,7 +57,7 @@ type MultiLock struct {
 // twice (also ErrDuplicateNode), an option is out of range, or WithToken
 // is given (it is a per-call option).
 func NewMultiLock(nodes []redis.UniversalClient, opts ...Option) (*MultiLock, error) {
-	c, err := newClient(nodes, len(nodes), opts)
+	c, err := newClient(nodes, len(nodes), opts, false)
 	if err != nil {
 		return nil, err
 	}
