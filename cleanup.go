@@ -263,9 +263,10 @@ const closeWait = 2 * retryFinalWait
 // when a stalled node holds a request of a go-redis client that has no
 // read timeout (that request's goroutine then ends with it). Locks already held can still be extended and unlocked, but a
 // release that fails after Close is not retried, and new acquisitions
-// return an error matching ErrClosed (and ErrInvalid). It does not close
-// the go-redis clients. Close is idempotent and returns nil; on a nil or
-// zero Client it does nothing.
+// return an error matching ErrClosed (and ErrInvalid). It closes the
+// go-redis clients of a Client made by Dial, last, and not those given
+// to New. Close is idempotent and returns nil; on a nil or zero Client
+// it does nothing.
 func (c *Client) Close() error {
 	if c == nil || c.closed == nil {
 		return nil
@@ -280,6 +281,7 @@ func (c *Client) Close() error {
 	// a request forever; the retry loops' last attempts are bounded by
 	// retryFinalWait each.
 	waitTimeout(func() { _ = c.g.Wait() }, closeWait) // its goroutines return nil: failures are outcomes
+	c.ownedOnce.Do(func() { closeClients(c.owned) })
 	return nil
 }
 

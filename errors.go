@@ -180,7 +180,10 @@ func (r NodeResult) String() string {
 //
 // It unwraps to ErrNotObtained (acquire) or ErrNotHeld (extend, release),
 // and to the reason: ErrContended, ErrUnreachable, ErrExpired and/or the
-// caller's context error.
+// caller's context error. When ctx ends the wait of Lock (or of another
+// call that waits), the error is that of the last attempt that completed,
+// with ctx's error added: it matches both, and Nodes are that attempt's
+// answers, not those of an attempt cut short.
 type QuorumError struct {
 	Op     Op           // OpLock, OpExtend, OpUnlock, or OpFence (WithFencing's second round)
 	Keys   []string     // the lock's keys
@@ -189,6 +192,10 @@ type QuorumError struct {
 	Nodes  []NodeResult // one entry per node, in the order given to New
 
 	reasons []error
+	// waitErr is the context error that ended a wait (Lock and the other
+	// waiting calls) after this, its last completed attempt; nil for
+	// the error of one attempt.
+	waitErr error
 }
 
 // Error describes the failure and every node's outcome on one line.
@@ -200,9 +207,18 @@ func (e *QuorumError) Error() string {
 	b.WriteString("redlock: ")
 	b.WriteString(string(e.Op))
 	fmt.Fprintf(&b, " %q", strings.Join(e.Keys, ","))
+	if e.waitErr != nil {
+		// "not obtained: context deadline exceeded; last attempt: held
+		// by another owner (...)": the votes and nodes that follow are
+		// the last attempt's.
+		fmt.Fprintf(&b, ": %s: %v; last attempt", bare(ErrNotObtained), e.waitErr)
+	}
 	for _, r := range e.reasons {
+		if e.waitErr != nil && r == ErrNotObtained {
+			continue
+		}
 		b.WriteString(": ")
-		b.WriteString(strings.TrimPrefix(r.Error(), "redlock: "))
+		b.WriteString(bare(r))
 	}
 	fmt.Fprintf(&b, " (%d votes, %d needed", e.OK, e.Quorum)
 	for _, n := range e.Nodes {
@@ -217,6 +233,9 @@ func (e *QuorumError) Error() string {
 func (e *QuorumError) Unwrap() []error {
 	if e == nil {
 		return nil
+	}
+	if e.waitErr != nil {
+		return append(append([]error(nil), e.reasons...), e.waitErr)
 	}
 	return e.reasons
 }

@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -18,7 +19,14 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 func TestMain(m *testing.M) {
 	// Tests kill nodes on purpose; go-redis would log every refused dial.
 	redis.SetLogger(quietLogger{})
+	urls, stop, err := startExampleNodes()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the examples' nodes:", err)
+		os.Exit(1)
+	}
+	nodeURLs = urls
 	code := m.Run()
+	stop()
 	if code == 0 {
 		code = redistest.VerifyNoLeaks(10 * time.Second) // no goroutine may outlive its lock
 	}

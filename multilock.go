@@ -57,7 +57,7 @@ type MultiLock struct {
 // twice (also ErrDuplicateNode), an option is out of range, or WithToken
 // is given (it is a per-call option).
 func NewMultiLock(nodes []redis.UniversalClient, opts ...Option) (*MultiLock, error) {
-	c, err := newClient(nodes, len(nodes), opts)
+	c, err := newClient(nodes, len(nodes), opts, false)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +111,8 @@ func (m *MultiLock) TryLock(ctx context.Context, key string, ttl time.Duration, 
 // While a node is down every attempt fails, so give ctx a deadline.
 //
 // Errors are those of TryLock. When ctx ends the wait, the error matches
-// ErrNotObtained and ctx.Err(). Bad input (ErrInvalid, including
+// ErrNotObtained, ctx.Err() and the reason of the last attempt that
+// completed, as for Client.Lock. Bad input (ErrInvalid, including
 // WithToken) is returned at once, without retrying.
 func (m *MultiLock) Lock(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
 	if err := m.check(); err != nil {
@@ -186,8 +187,9 @@ func (c *Client) TryLockKeys(ctx context.Context, keys []string, ttl time.Durati
 // TryRLock).
 //
 // Errors are those of TryLockKeys. When ctx ends the wait, the error
-// matches ErrNotObtained and ctx.Err(). Bad input (ErrInvalid) is
-// returned at once, without retrying.
+// matches ErrNotObtained, ctx.Err() and the reason of the last attempt
+// that completed, as for Lock. Bad input (ErrInvalid) is returned at
+// once, without retrying.
 func (c *Client) LockKeys(ctx context.Context, keys []string, ttl time.Duration, opts ...Option) (*Lock, error) {
 	keys, cfg, err := c.prepareKeys(keys, opts)
 	if err != nil {

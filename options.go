@@ -32,6 +32,7 @@ type config struct {
 	prefix        string        // WithKeyPrefix; client-wide
 	obs           Observer      // WithObserver; nil: none
 	log           *slog.Logger  // WithLogger; nil: silent
+	redis         *redisAdjust  // WithRedisOptions; Dial only
 	err           error
 }
 

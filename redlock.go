@@ -37,8 +37,9 @@ import (
 )
 
 // Client acquires locks held on a majority of its nodes. It is safe for
-// concurrent use. It does not own the go-redis clients: closing them is
-// the caller's job.
+// concurrent use. A Client made by New does not own the go-redis
+// clients: closing them is the caller's job; one made by Dial does, and
+// its Close closes them.
 type Client struct {
 	nodes []*node
 	need  int
@@ -60,6 +61,9 @@ type Client struct {
 	// orders g.Go with Close: see spawn.
 	g    errgroup.Group
 	goMu sync.RWMutex
+
+	owned     []redis.UniversalClient // made by Dial: Close closes them
+	ownedOnce sync.Once
 }
 
 // New returns a Client over nodes, which must be independent Redis
@@ -67,13 +71,17 @@ type Client struct {
 // no I/O; each node is identified by its run_id on first contact.
 //
 // New returns an error matching ErrInvalid when nodes is empty, holds a
-// nil client, holds the same client (or the same address and DB) twice,
-// or an option is out of range; ErrDuplicateNode also matches the latter.
+// nil client, holds the same client (or the same address and DB) twice
+// (ErrDuplicateNode also matches), an option is out of range, or an
+// option is not New's (WithToken, WithRedisOptions). To build the
+// go-redis clients from URLs, see Dial and NewClients.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
-	return newClient(nodes, 0, opts)
+	return newClient(nodes, 0, opts, false)
 }
 
-func newClient(clients []redis.UniversalClient, need int, opts []Option) (*Client, error) {
+// newClient returns a Client over clients that needs need votes (0: a
+// majority); owned says it closes the clients (Dial).
+func newClient(clients []redis.UniversalClient, need int, opts []Option, owned bool) (*Client, error) {
 	nodes, err := newNodes(clients)
 	if err != nil {
 		return nil, err
@@ -85,6 +93,9 @@ func newClient(clients []redis.UniversalClient, need int, opts []Option) (*Clien
 	if cfg.token != "" {
 		return nil, invalidf("WithToken is a per-call option: a token shared by every lock of a client would let them all pass as one holder")
 	}
+	if cfg.redis != nil && !owned {
+		return nil, invalidf("WithRedisOptions applies to Dial, which builds the go-redis clients")
+	}
 	if need == 0 {
 		need = quorum(len(nodes))
 	}
@@ -94,6 +105,9 @@ func newClient(clients []redis.UniversalClient, need int, opts []Option) (*Clien
 		}
 	}
 	c := &Client{nodes: nodes, need: need, cfg: cfg, closed: make(chan struct{})}
+	if owned {
+		c.owned = clients
+	}
 	c.shard = c.sharding()
 	return c, nil
 }
@@ -135,6 +149,9 @@ func (c *Client) callConfig(opts []Option) (*config, error) {
 	}
 	if cfg.restartGuard != c.cfg.restartGuard {
 		return nil, invalidf("WithRestartGuard applies to a Client (New, NewMultiLock), not to a single call")
+	}
+	if cfg.redis != c.cfg.redis {
+		return nil, invalidf("WithRedisOptions applies to Dial, not to a single call")
 	}
 	return &cfg, nil
 }
@@ -183,8 +200,13 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 // for good.
 //
 // Errors are those of TryLock. When ctx ends the wait, the error matches
-// ErrNotObtained and ctx.Err(). Bad input and a misconfigured node set
-// (ErrInvalid) are returned at once, without retrying.
+// ErrNotObtained, ctx.Err() and the reason of the last attempt that
+// completed (ErrContended, ErrUnreachable, ...), so that a deadline
+// still says whether the lock was held or the nodes were down; its
+// *QuorumError lists that attempt's answers. When ctx ends before any
+// attempt completed, it matches ErrNotObtained and ctx.Err() only. Bad
+// input and a misconfigured node set (ErrInvalid) are returned at once,
+// without retrying.
 func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
 	if key == "" {
 		return nil, invalidf("empty key")

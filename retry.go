@@ -33,6 +33,10 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 			c.hub.leave(w)
 		}
 	}()
+	// last is the error of the last attempt that completed: when ctx
+	// ends the wait, it says why the lock was not had (held, nodes
+	// down), which ctx's error alone does not.
+	var last error
 	for try := 1; ; try++ {
 		token, err := cfg.newToken()
 		if err != nil {
@@ -45,8 +49,14 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 		}
 		l, err := c.tryLock(ctx, keys, ttl, token, cfg, fam, markFor(ctx, intent))
 		if err == nil || !retryable(err) {
+			if err != nil && last != nil && ctx.Err() != nil && !errors.Is(err, ErrInvalid) {
+				// Cut short by ctx, with nodes still pending: the
+				// completed attempt before it says more.
+				return nil, waitEnded(last, ctx.Err())
+			}
 			return l, err
 		}
+		last = err
 		if cfg.maxTries > 0 && try >= cfg.maxTries {
 			return nil, err
 		}
@@ -68,14 +78,24 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 		case <-timer.C:
 		case <-wake: // a release, or the subscription is ready
 		case <-ctx.Done():
-			var qe *QuorumError
-			if errors.As(err, &qe) {
-				qe.reasons = []error{ErrNotObtained, ctx.Err()}
-				return nil, qe
-			}
-			return nil, errors.Join(ErrNotObtained, ctx.Err())
+			return nil, waitEnded(last, ctx.Err())
 		}
 	}
+}
+
+// waitEnded is the error of a wait that ctx ended (ctxErr) after an
+// attempt that failed with last: it matches ErrNotObtained, ctxErr and
+// last's reasons (ErrContended, ErrUnreachable, ...), and errors.As
+// reaches last's *QuorumError, with every node's answer to that attempt.
+// last itself is not changed: an observer may hold it.
+func waitEnded(last, ctxErr error) error {
+	var qe *QuorumError
+	if !errors.As(last, &qe) {
+		return errors.Join(ErrNotObtained, ctxErr, last)
+	}
+	ended := *qe
+	ended.waitErr = ctxErr
+	return &ended
 }
 
 // writerMark is how long a Lock attempt that readers refused marks the

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/seed543a70bd/redlock/internal/nodeurl"
 )
 
 // Fuzz targets for node URL handling. `go test` runs the seeds; `make
@@ -72,7 +74,11 @@ func FuzzParseNodes(f *testing.F) {
 					t.Fatalf("parseNodes(%q) accepted options that make go-redis panic in NewClient: %v", list, r)
 				}
 			}()
-			closeAll(newClients(specs))
+			clients, err := newClients(specs)
+			if err != nil {
+				t.Fatalf("parseNodes(%q) accepted what NewClients refuses: %v", list, err)
+			}
+			closeAll(clients)
 		}()
 	})
 }
@@ -117,8 +123,8 @@ func FuzzRedact(f *testing.F) {
 					t.Fatalf("parseNodes(%q): shown URL %q shows the password", raw, s.url)
 				}
 			}
-			if got := redact(raw); strings.Contains(got, secret) {
-				t.Fatalf("redact(%q) = %q shows the password", raw, got)
+			if got := nodeurl.Redact(raw); strings.Contains(got, secret) {
+				t.Fatalf("Redact(%q) = %q shows the password", raw, got)
 			}
 		}
 	})

@@ -245,7 +245,10 @@ func cmdRun(ctx context.Context, args []string, env func(string) string, stdout,
 	}
 	r := &runner{specs: c.nodes, flight: new(inflight), stored: c.keyPrefix + c.key,
 		probe: max(2*c.effectiveNodeTimeout(), 100*time.Millisecond)}
-	r.clients = newClients(c.nodes)
+	r.clients, err = newClients(c.nodes)
+	if err != nil {
+		return usageExit(libError(err), "redlock run", stderr)
+	}
 	for _, cl := range r.clients {
 		cl.AddHook(r.flight)
 	}

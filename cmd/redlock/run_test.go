@@ -64,7 +64,7 @@ func TestRunNotObtained(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = l.Unlock(context.Background()) }()
-	for _, wait := range []string{"0", "200ms"} {
+	for _, wait := range []string{"0", "1s"} {
 		start := time.Now()
 		r := cli(t, nil, "run", "--nodes", urls, "--key", key, "--wait", wait, "--", "sh", "-c", "echo ran")
 		if r.code != exitNotObtained || r.stdout != "" {
@@ -73,6 +73,9 @@ func TestRunNotObtained(t *testing.T) {
 		want := "held by another owner: " + l.Token()[:tokenPrefix] + " holds 3 of 3 nodes"
 		if !strings.Contains(r.stderr, "not obtained") || !strings.Contains(r.stderr, want) {
 			t.Errorf("--wait %s: want the reason naming the holder, %q, got:\n%s", wait, want, r.stderr)
+		}
+		if wait == "1s" && !strings.Contains(r.stderr, "not obtained within 1s: held by another owner") {
+			t.Errorf("--wait 1s: want the wait and the reason, got:\n%s", r.stderr)
 		}
 		if !strings.Contains(r.stderr, "node 2 (redis://") {
 			t.Errorf("--wait %s: want per-node results, numbered from 1, got:\n%s", wait, r.stderr)

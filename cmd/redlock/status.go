@@ -75,7 +75,10 @@ func cmdStatus(ctx context.Context, args []string, env func(string) string, stdo
 	if err != nil {
 		return usageExit(err, "redlock status", stderr)
 	}
-	clients := newClients(specs)
+	clients, err := newClients(specs)
+	if err != nil {
+		return usageExit(libError(err), "redlock status", stderr)
+	}
 	defer closeAll(clients)
 
 	res := make([]nodeStatus, len(specs))

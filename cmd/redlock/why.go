@@ -80,10 +80,13 @@ func (r *runner) why(ctx context.Context, err error) string {
 	switch {
 	case errors.Is(err, redlock.ErrExpired):
 		return "the nodes answered too slowly: no validity was left (--ttl too short for their latency?)"
-	case errors.Is(err, redlock.ErrUnreachable) && taken == 0, qe != nil && taken == 0 && failed > 0:
+	case errors.Is(err, redlock.ErrUnreachable) && taken == 0:
+		// A wait that --wait ended says its last completed attempt's
+		// reason too.
 		return fmt.Sprintf("nodes unreachable: %d of %d nodes failed, and %d must grant", failed, n, quorum)
 	}
-	// Held, or the wait ended mid-round: read who holds the key.
+	// Held (or the wait ended before any attempt completed): read who
+	// holds the key.
 	holders, down := r.holders(ctx)
 	if len(holders) == 0 {
 		if down > 0 {
