@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -562,4 +563,132 @@ func TestReleaseRetryOutlastsLongestTTL(t *testing.T) {
 	require.NoError(t, nodes[2].Restart())
 	eventually(t, 5*time.Second, func() bool { return get(t, clients[2], k) == "" },
 		"want node 3's key (PTTL %v when set) released once it is back", pttl)
+}
+
+// burst calls f(0) .. f(n-1) at once, each on a goroutine of its own,
+// and returns their errors and the longest call.
+func burst(n int, f func(i int) error) ([]error, time.Duration) {
+	errs := make([]error, n)
+	took := make([]time.Duration, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			t0 := time.Now()
+			errs[i] = f(i)
+			took[i] = time.Since(t0)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return errs, slices.Max(took)
+}
+
+// countErrs returns how many of errs are not nil, and the first.
+func countErrs(errs []error) (int, error) {
+	n := 0
+	var first error
+	for _, err := range errs {
+		if err != nil {
+			if n++; n == 1 {
+				first = err
+			}
+		}
+	}
+	return n, first
+}
+
+// TestBurstOnBusyNodesSucceeds: 10 000 TryLocks at once on distinct
+// keys, then 10 000 Unlocks at once, on 3 healthy nodes with a 20s
+// per-node timeout: every call succeeds, and no key is left. A node
+// that answers, however many requests wait for it, never counts as
+// failed. Before, a request that found 4096 others queued for its node
+// failed at once as if the node were down: about half of each burst
+// failed, TryLock with ErrUnreachable and Unlock with ErrNotHeld.
+func TestBurstOnBusyNodesSucceeds(t *testing.T) {
+	const n = 10000
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients, redlock.WithNodeTimeout(20*time.Second))
+	ctx := context.Background()
+	warm, err := rl.TryLock(ctx, key(t), 10*time.Second) // dial and identify the nodes first
+	require.NoError(t, err)
+	require.NoError(t, warm.Unlock(ctx))
+
+	prefix := key(t)
+	locks := make([]*redlock.Lock, n)
+	errs, took := burst(n, func(i int) error {
+		var err error
+		locks[i], err = rl.TryLock(ctx, fmt.Sprintf("%s-%d", prefix, i), time.Minute)
+		return err
+	})
+	failed, first := countErrs(errs)
+	t.Logf("TryLock burst: %d failed, longest call %v", failed, took)
+	require.Zero(t, failed, "want every TryLock of the burst won (first error: %v)", first)
+
+	errs, took = burst(n, func(i int) error { return locks[i].Unlock(ctx) })
+	failed, first = countErrs(errs)
+	t.Logf("Unlock burst: %d failed, longest call %v", failed, took)
+	require.Zero(t, failed, "want every Unlock of the burst to succeed (first error: %v)", first)
+	for i, c := range clients {
+		eventually(t, 10*time.Second, func() bool { return c.DBSize(ctx).Val() == 0 },
+			"want no key left on node %d, got %d", i+1, c.DBSize(ctx).Val())
+	}
+}
+
+// TestSilentNodeFailsWithinNodeTimeout: a node stopped (SIGSTOP) behind
+// a go-redis client with no read timeout never answers, so its queue
+// fills. Waiting for room in it must not turn a silent node into a
+// hang: with 1 of 3 nodes stopped, a burst of 10 000 TryLocks is won on
+// the other two, each call as soon as they answered, not after the
+// per-node timeout; with 2 of 3 stopped, each call of a second burst
+// ends with ErrUnreachable within about the per-node timeout.
+func TestSilentNodeFailsWithinNodeTimeout(t *testing.T) {
+	const n = 10000
+	// Long enough for the two nodes that answer to answer a burst of
+	// 10 000 under -race on a loaded machine.
+	const nodeTimeout = 3 * time.Second
+	nodes := redistest.Nodes(t, 3)
+	clients := make([]redis.UniversalClient, 3)
+	for i, nd := range nodes {
+		c := redis.NewClient(&redis.Options{Addr: nd.Addr(), ReadTimeout: -1, WriteTimeout: -1, MaxRetries: -1})
+		t.Cleanup(func() { _ = c.Close() })
+		clients[i] = c
+	}
+	rl := newClient(t, clients, redlock.WithNodeTimeout(nodeTimeout))
+	ctx := context.Background()
+	warm, err := rl.TryLock(ctx, key(t), 10*time.Second) // dial and identify the nodes first
+	require.NoError(t, err)
+	require.NoError(t, warm.Unlock(ctx))
+
+	for _, nd := range nodes[1:] {
+		t.Cleanup(func() { _ = nd.Resume() }) // before Close (cleanups run last first)
+	}
+	require.NoError(t, nodes[2].Pause())
+	prefix := key(t)
+	errs, took := burst(n, func(i int) error {
+		_, err := rl.TryLock(ctx, fmt.Sprintf("%s-a%d", prefix, i), time.Minute)
+		return err
+	})
+	failed, first := countErrs(errs)
+	t.Logf("1 of 3 stopped: %d failed, longest call %v", failed, took)
+	require.Zero(t, failed, "want every TryLock won on the 2 nodes that answer (first error: %v)", first)
+	require.Less(t, took, nodeTimeout, "want each TryLock decided by the nodes that answer, not waiting for the stopped one")
+
+	require.NoError(t, nodes[1].Pause())
+	errs, took = burst(n, func(i int) error {
+		_, err := rl.TryLock(ctx, fmt.Sprintf("%s-b%d", prefix, i), time.Minute)
+		return err
+	})
+	t.Logf("2 of 3 stopped: longest call %v", took)
+	for i, err := range errs {
+		require.ErrorIs(t, err, redlock.ErrUnreachable, "TryLock %d with 2 of 3 nodes stopped", i)
+	}
+	// A call waits nodeTimeout for the stopped nodes, and its lost
+	// round's clean-up release of the node that granted up to as long
+	// again; the rest is a loaded machine running 10 000 goroutines
+	// under -race.
+	require.Less(t, took, 2*nodeTimeout+3*time.Second, "want each TryLock bounded by its per-node timeout")
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -122,4 +123,90 @@ func requireRWGone(t testing.TB, clients []redis.UniversalClient, k string, wait
 			return get(t, c, k) == "" && c.Exists(ctx, redlock.ReadersKey(k)).Val() == 0
 		}, "node %d keeps %s or its readers key", i+1, k)
 	}
+}
+
+// stallTick is how often a stallMonitor asks to be woken.
+const stallTick = 5 * time.Millisecond
+
+// stallMonitor measures this process's scheduling stalls: a goroutine
+// asks to wake every stallTick and records how much later than asked it
+// ran. The longest lateness is the longest stretch in which nothing of
+// the process could be counted on to run: the machine ran other
+// processes, the collector stopped the world, or the run queue was too
+// long. A machine that runs the process only part of the time shows as
+// many short stalls instead: Worst adds them up over a window. A test
+// of deadlines reads them to tell a loss that the stalls explain from
+// one that they do not.
+type stallMonitor struct {
+	mu   sync.Mutex
+	at   []time.Time     // when each late wake-up came
+	late []time.Duration // and how late it was
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+// watchStalls starts a stallMonitor; it stops at the test's cleanup.
+func watchStalls(t testing.TB) *stallMonitor {
+	t.Helper()
+	m := &stallMonitor{stop: make(chan struct{}), done: make(chan struct{})}
+	go m.run()
+	t.Cleanup(m.Stop)
+	return m
+}
+
+func (m *stallMonitor) run() {
+	defer close(m.done)
+	tm := time.NewTimer(stallTick)
+	defer tm.Stop()
+	due := time.Now().Add(stallTick)
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-tm.C:
+		}
+		now := time.Now()
+		if late := now.Sub(due); late > time.Millisecond {
+			m.mu.Lock()
+			m.at, m.late = append(m.at, now), append(m.late, late)
+			m.mu.Unlock()
+		}
+		due = now.Add(stallTick)
+		tm.Reset(stallTick)
+	}
+}
+
+// Longest returns the longest stall seen so far.
+func (m *stallMonitor) Longest() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	longest := time.Duration(0)
+	for _, l := range m.late {
+		longest = max(longest, l)
+	}
+	return longest
+}
+
+// Worst returns the most time lost to stalls within any window of
+// length w so far (a stall counts in the window where it ended).
+func (m *stallMonitor) Worst(w time.Duration) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	worst, sum, first := time.Duration(0), time.Duration(0), 0
+	for k := range m.at {
+		sum += m.late[k]
+		for m.at[k].Sub(m.at[first]) > w {
+			sum -= m.late[first]
+			first++
+		}
+		worst = max(worst, sum)
+	}
+	return worst
+}
+
+// Stop stops the monitor and waits for its goroutine; it is idempotent.
+func (m *stallMonitor) Stop() {
+	m.once.Do(func() { close(m.stop) })
+	<-m.done
 }

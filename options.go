@@ -117,8 +117,19 @@ const ReleaseTimeout = 250 * time.Millisecond
 // abandoned: it runs on under the caller's context and the client's own
 // timeouts, and a late grant of a lost round is released. A client's
 // first round waits at least FirstContactTimeout, and Unlock at least
-// ReleaseTimeout. Default: ttl/20
-// clamped to [5ms, 200ms]. d must be positive, else ErrInvalid.
+// ReleaseTimeout.
+//
+// A node's requests queue behind the one it is answering, and go to it
+// together once it has answered. For memory, at most 4096 of them queue
+// per node: a request that finds the queue full waits for room, within
+// this timeout and its ctx, and is never failed for how busy a node
+// that answers is. Only when the node has not answered for this timeout
+// is a request that finds its queue full failed at once, with an error
+// matching ErrNodeTimeout: a stalled node fails requests fast rather
+// than gather them without bound.
+//
+// Default: ttl/20 clamped to [5ms, 200ms]. d must be positive, else
+// ErrInvalid.
 func WithNodeTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {

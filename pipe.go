@@ -53,7 +53,25 @@ type pipe struct {
 	// wake hands work to a parked leader: sent once by the submit that
 	// clears parked, so that it never blocks (capacity 1).
 	wake chan struct{}
+	// since is when the leader took up the work it runs now (busy): the
+	// node has not answered it for time.Since(since).
+	since time.Time
+	// room is closed when the leader takes the queue up, for the rounds
+	// that found it full (see submit); made by the first of them.
+	room chan struct{}
 }
+
+// A node's queue is bounded by maxQueue, for memory: a round whose
+// request finds that many waiting waits for room (waitRoom) within its
+// own wait for the node, its context, and until it is decided. Room
+// comes each time the leader takes the queue up, which it does as soon
+// as the node answers the request in flight: a node that answers, if
+// slowly, is never counted failed for the queue's length. Only a node
+// that has not answered for the round's per-node timeout, with a full
+// queue, fails the request at once (silentError): it could not answer
+// within that timeout any more. Extension batches of the scheduler
+// (batch.go) do not wait, which would hold every other lock's
+// extensions up: they queue past the bound, a few per tick and node.
 
 // leaderLinger is how long an idle node's leader waits for the next
 // request before it ends.
@@ -64,33 +82,43 @@ const leaderLinger = 250 * time.Millisecond
 // of the client's group. Rounds call it in node order from their own
 // goroutine, so a node sees a caller's requests in the order the caller
 // made them.
-func (c *Client) submit(nd *node, j job) {
+//
+// When nd's queue is full (see maxQueue) it returns a channel, closed
+// when there may be room, and j is not taken: the round waits and calls
+// submit again (waitRoom). A full queue behind a request that nd has
+// not answered for j's per-node timeout fails j at once, unsent.
+func (c *Client) submit(nd *node, j job) (full <-chan struct{}) {
 	p := &nd.pipe
 	p.mu.Lock()
 	if p.busy {
 		if len(p.queue) >= maxQueue {
-			// The node has not answered for a long while (a client with
-			// no read timeout on a stalled server): fail at once rather
-			// than queue without bound.
-			p.mu.Unlock()
-			if j.bt != nil {
-				j.bt.fail(nd, reply{st: NodeFailed, err: errQueueFull, unsent: true})
-				return
+			if silent := time.Since(p.since); silent >= j.timeout() {
+				n := len(p.queue)
+				p.mu.Unlock()
+				j.fail(nd, &silentError{silent: silent, queued: n})
+				return nil
 			}
-			j.rd.report(j.i, reply{st: NodeFailed, err: errQueueFull, unsent: true})
-			return
+			if j.bt == nil {
+				if p.room == nil {
+					p.room = make(chan struct{})
+				}
+				room := p.room
+				p.mu.Unlock()
+				return room
+			}
 		}
 		p.queue = append(p.queue, j)
 		p.mu.Unlock()
-		return
+		return nil
 	}
 	p.busy = true
+	p.since = time.Now()
 	if p.parked {
 		p.parked = false
 		p.queue = append(p.queue, j)
 		p.mu.Unlock()
 		p.wake <- struct{}{}
-		return
+		return nil
 	}
 	if p.wake == nil {
 		p.wake = make(chan struct{}, 1)
@@ -100,6 +128,60 @@ func (c *Client) submit(nd *node, j job) {
 		c.lead(nd, j)
 		return nil // a node's failure is an outcome, not a group error
 	}, true)
+	return nil
+}
+
+// waitRoom submits the requests of rd to the nodes listed in full, whose
+// queues were full (see submit), in node order, each as soon as its
+// queue has room. It gives up on a node, reporting its request failed
+// and unsent, when rd is decided (a release left out is retried in the
+// background, cleanup.go), when ctx ends, or when timer, the round's
+// wait, fires; it reports whether the timer fired.
+func (c *Client) waitRoom(rd *round, full []int, rooms []<-chan struct{}, ctx context.Context, timer *time.Timer) (fired bool) {
+	for k, i := range full {
+		nd := c.nodes[i]
+		j := job{rd: rd, i: i, ctx: ctx}
+		room := rooms[k]
+		var err error
+		for room != nil && err == nil && !fired {
+			select {
+			case <-room:
+				room = c.submit(nd, j)
+			case <-rd.done:
+				err = errNotSentDecided
+			case <-ctx.Done():
+				err = nodeErr(ctx, ctx.Err())
+			case <-timer.C:
+				fired = true
+			}
+		}
+		if fired {
+			err = errRoomTimeout
+		}
+		if err != nil {
+			rd.report(i, reply{st: NodeFailed, err: err, unsent: true})
+		}
+	}
+	return fired
+}
+
+// timeout is the per-node timeout of j's round, or of the first lock of
+// its batch.
+func (j job) timeout() time.Duration {
+	if j.bt != nil {
+		return j.bt.items[0].rd.timeout
+	}
+	return j.rd.timeout
+}
+
+// fail reports j failed on nd with err, unsent.
+func (j job) fail(nd *node, err error) {
+	r := reply{st: NodeFailed, err: err, unsent: true}
+	if j.bt != nil {
+		j.bt.fail(nd, r)
+		return
+	}
+	j.rd.report(j.i, r)
 }
 
 // lead runs j, then batches of queued jobs until none is left, then
@@ -130,6 +212,11 @@ func (c *Client) lead(nd *node, j job) {
 			continue
 		}
 		p.queue, p.spare = p.spare[:0], nil
+		p.since = time.Now()
+		if p.room != nil {
+			close(p.room)
+			p.room = nil
+		}
 		p.mu.Unlock()
 
 		if len(batch) == 1 {
@@ -446,10 +533,31 @@ func laterSameToken(jobs []job, cmds []*redis.Cmd, k int) bool {
 	return false
 }
 
-// maxQueue bounds the requests waiting for one node.
+// maxQueue bounds the requests of rounds that wait for one node's
+// leader, for memory: see pipe.
 const maxQueue = 4096
 
-var errQueueFull = fmt.Errorf("redlock: %d requests already wait for this node (stalled?)", maxQueue)
+// silentError is the error of a request refused because its node has
+// not answered for the per-node timeout and maxQueue requests already
+// wait for it. It matches ErrNodeTimeout.
+type silentError struct {
+	silent time.Duration
+	queued int
+}
+
+func (e *silentError) Error() string {
+	return fmt.Sprintf("redlock: node timeout: not sent: the node has not answered for %v, and %d requests wait for it", e.silent.Round(time.Millisecond), e.queued)
+}
+
+func (e *silentError) Unwrap() error { return ErrNodeTimeout }
+
+// errRoomTimeout is the error of a request that found its node's queue
+// full and no room came within the round's wait.
+var errRoomTimeout = fmt.Errorf("%w: not sent: the node's queue (%d requests) stayed full", ErrNodeTimeout, maxQueue)
+
+// errNotSentDecided is the error of a request that waited for room in
+// its node's queue until its round was decided without it.
+var errNotSentDecided = errors.New("redlock: not sent: the round was decided while the node's queue was full")
 
 // errRoundLost is the error of a queued acquire whose round was lost
 // before its turn came: it is not sent.

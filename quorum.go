@@ -175,25 +175,33 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 	// report releases a late grant of a lost acquisition. The requests
 	// run on the nodes' pipe leaders, goroutines of the client's group
 	// (Close waits for them): a round counts votes, not goroutines.
-	for i, nd := range c.nodes {
-		c.submit(nd, job{rd: rd, i: i, ctx: nodeCtx})
-	}
-
 	timer := getTimer(wait)
-	var ctxErr error
-	select {
-	case <-rd.done:
-		if rd.settled != nil {
-			select {
-			case <-rd.settled:
-			case <-timer.C:
-			case <-nodeCtx.Done():
-			}
-			// tryLock refuses a win if a duplicate turned up.
+	var full []int
+	var rooms []<-chan struct{}
+	for i, nd := range c.nodes {
+		if room := c.submit(nd, job{rd: rd, i: i, ctx: nodeCtx}); room != nil {
+			full, rooms = append(full, i), append(rooms, room)
 		}
-	case <-timer.C:
-	case <-nodeCtx.Done(): // never for a release
-		ctxErr = ctx.Err()
+	}
+	// The timer also bounds the wait for room in full queues (pipe.go).
+	fired := len(full) > 0 && c.waitRoom(rd, full, rooms, nodeCtx, timer)
+
+	var ctxErr error
+	if !fired {
+		select {
+		case <-rd.done:
+			if rd.settled != nil {
+				select {
+				case <-rd.settled:
+				case <-timer.C:
+				case <-nodeCtx.Done():
+				}
+				// tryLock refuses a win if a duplicate turned up.
+			}
+		case <-timer.C:
+		case <-nodeCtx.Done(): // never for a release
+			ctxErr = ctx.Err()
+		}
 	}
 	putTimer(timer)
 	return rd.finish(ctxErr)

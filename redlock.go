@@ -12,7 +12,10 @@
 // Every node request has its own timeout (WithNodeTimeout) that holds
 // whether or not the go-redis clients honour context deadlines, and a round
 // returns as soon as its outcome is decided: a slow or stalled node never
-// holds a caller up for longer than that timeout.
+// holds a caller up for longer than that timeout. A busy node is not a
+// failed one: requests queue for it and wait for room in its queue
+// within that timeout, and only a node silent for the whole timeout
+// fails them (see WithNodeTimeout).
 //
 // Errors are matched with errors.Is: ErrNotObtained for every failed
 // acquisition, ErrNotHeld when Extend or Unlock cannot reach a quorum, and

@@ -52,6 +52,7 @@ type entry struct {
 	exp  time.Time // the lock's deadline less its loss margin: Done closes then
 	dl   time.Time // the lock's deadline when due was set: the priority
 	key  int64     // at(), in nanoseconds since the process's clock base: the heap's order
+	set  time.Time // when due or exp was last set: see sched.loop's late
 	idx  int       // index in the heap; -1 when not in it
 	gone bool      // removed: not queued again
 }
@@ -113,6 +114,7 @@ func (s *sched) addLocked(c *Client, e *entry, due, dl time.Time) {
 		return
 	}
 	e.due, e.dl = due, dl
+	e.set = time.Now()
 	e.rekey()
 	if e.idx >= 0 {
 		s.h[e.idx].key = e.key
@@ -142,6 +144,7 @@ func (s *sched) expireAt(e *entry, exp time.Time) bool {
 		return false
 	}
 	e.exp = exp
+	e.set = time.Now()
 	e.rekey()
 	if e.idx >= 0 {
 		s.h[e.idx].key = e.key
@@ -213,7 +216,14 @@ func (s *sched) loop(c *Client) {
 			}
 			continue
 		}
-		late := max(now.Sub(top.at()), 0)
+		// How late the loop runs: since the top entry fell due, or since
+		// it was (re)scheduled if it was already due then. An extension
+		// applied late (its round waited for a slow node) comes back
+		// already due; counted as the loop's lateness, it raised the
+		// lag, which brings every lock's next extension forward
+		// (advance), so that more came back already due: rising lag and
+		// extension traffic fed each other on a loaded machine.
+		late := max(now.Sub(laterOf(top.at(), top.set)), 0)
 		last = now
 		var expired, due []*entry
 		for len(s.h) > 0 {
@@ -246,6 +256,14 @@ func (s *sched) loop(c *Client) {
 			c.extendTick(tk, due, late)
 		}
 	}
+}
+
+// laterOf returns the later of a and b.
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // advance is how much earlier than at TTL/2 left a lock of ttl is

