@@ -10,9 +10,11 @@
 -- One argument for all, so that the client writes (and the server reads)
 -- a few large arguments, not four small ones per lock.
 -- Returns a string of one character per lock: '1' extended, '0' not held
--- (missing), 't' held by another (or a key of another type: WRONGTYPE),
--- 'e' the node failed it (another error). One lock's error does not
--- abort the others'.
+-- (missing), 't' held by another, 'e' the node failed it (another error).
+-- A key of another type (WRONGTYPE), whether another of our kinds' or a
+-- value none of them writes, is 't': the lock cannot be held there, so
+-- the node is not ours, as extend.lua's is (scripts.go). One lock's
+-- error does not abort the others'.
 local marker = ARGV[1]
 local now
 local function clock()

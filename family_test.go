@@ -483,3 +483,303 @@ func usecPerCall(t testing.TB, c redis.UniversalClient) float64 {
 	t.Fatalf("no cmdstat_evalsha in INFO commandstats:\n%s", info)
 	return 0
 }
+
+// foreignTypes put at a key a value of a type that none of the lock
+// kinds writes: the application's own data under a lock's name.
+var foreignTypes = []struct {
+	name string
+	put  func(ctx context.Context, c redis.UniversalClient, k string) error
+}{
+	{"set", func(ctx context.Context, c redis.UniversalClient, k string) error { return c.SAdd(ctx, k, "m").Err() }},
+	{"list", func(ctx context.Context, c redis.UniversalClient, k string) error { return c.RPush(ctx, k, "m").Err() }},
+	{"hash", func(ctx context.Context, c redis.UniversalClient, k string) error {
+		return c.HSet(ctx, k, "f", "v").Err()
+	}},
+	{"stream", func(ctx context.Context, c redis.UniversalClient, k string) error {
+		return c.XAdd(ctx, &redis.XAddArgs{Stream: k, Values: []any{"f", "v"}}).Err()
+	}},
+}
+
+// kindAttempt is one lock kind's attempt on names derived from base, and
+// where on the nodes its keys are.
+type kindAttempt struct {
+	name string
+	try  func(ctx context.Context, rl *redlock.Client, base string) (*redlock.Lock, error)
+	wait func(ctx context.Context, rl *redlock.Client, base string) (*redlock.Lock, error)
+	// keys are the attempt's keys on the nodes that a foreign value is
+	// put at, one case each.
+	keys func(base string) []string
+}
+
+func kindAttempts() []kindAttempt {
+	path := func(base string) string { return base + "/x/y" }
+	return []kindAttempt{
+		{"key",
+			func(ctx context.Context, rl *redlock.Client, b string) (*redlock.Lock, error) {
+				return rl.TryLock(ctx, b, 10*time.Second)
+			},
+			func(ctx context.Context, rl *redlock.Client, b string) (*redlock.Lock, error) {
+				return rl.Lock(ctx, b, 10*time.Second)
+			},
+			func(b string) []string { return []string{b} }},
+		{"fenced",
+			func(ctx context.Context, rl *redlock.Client, b string) (*redlock.Lock, error) {
+				return rl.TryLock(ctx, b, 10*time.Second, redlock.WithFencing())
+			},
+			func(ctx context.Context, rl *redlock.Client, b string) (*redlock.Lock, error) {
+				return rl.Lock(ctx, b, 10*time.Second, redlock.WithFencing())
+			},
+			func(b string) []string { return []string{b, redlock.FenceKey(b)} }},
+		{"keys",
+			func(ctx context.Context, rl *redlock.Client, b string) (*redlock.Lock, error) {
+				return rl.TryLockKeys(ctx, []string{"{" + b + "}1", "{" + b + "}2"}, 10*time.Second)
+			},
+			func(ctx context.Context, rl *redlock.Client, b string) (*redlock.Lock, error) {
+				return rl.LockKeys(ctx, []string{"{" + b + "}1", "{" + b + "}2"}, 10*time.Second)
+			},
+			func(b string) []string { return []string{"{" + b + "}1", "{" + b + "}2"} }},
+		{"read",
+			func(ctx context.Context, rl *redlock.Client, b string) (*redlock.Lock, error) {
+				return rl.TryRLock(ctx, b, 10*time.Second)
+			},
+			func(ctx context.Context, rl *redlock.Client, b string) (*redlock.Lock, error) {
+				return rl.RLock(ctx, b, 10*time.Second)
+			},
+			func(b string) []string { return []string{b, redlock.ReadersKey(b)} }},
+		{"path",
+			func(ctx context.Context, rl *redlock.Client, b string) (*redlock.Lock, error) {
+				return rl.TryLockPath(ctx, path(b), 10*time.Second)
+			},
+			func(ctx context.Context, rl *redlock.Client, b string) (*redlock.Lock, error) {
+				return rl.LockPath(ctx, path(b), 10*time.Second)
+			},
+			func(b string) []string {
+				p, parent := redlock.PathKey(path(b)), redlock.PathKey(b+"/x")
+				// The holder keys of the path and of an ancestor, and
+				// the intention records of both.
+				return []string{p, parent, p + "/", parent + "/"}
+			}},
+		{"permit",
+			func(ctx context.Context, rl *redlock.Client, b string) (*redlock.Lock, error) {
+				return rl.TryAcquire(ctx, b, 1, 10*time.Second)
+			},
+			func(ctx context.Context, rl *redlock.Client, b string) (*redlock.Lock, error) {
+				return rl.Acquire(ctx, b, 1, 10*time.Second)
+			},
+			func(b string) []string { return []string{b} }},
+	}
+}
+
+// requireForeignFailure checks that err is a round lost to values of a
+// foreign type: more nodes failed with the server's WRONGTYPE error, a
+// redis.Error, than the quorum can spare, and ErrUnreachable, not
+// ErrContended, is the reason.
+func requireForeignFailure(t *testing.T, err error, reason error) {
+	t.Helper()
+	require.ErrorIs(t, err, reason)
+	require.ErrorIs(t, err, redlock.ErrUnreachable, "want a node error, got %v", err)
+	require.NotErrorIs(t, err, redlock.ErrContended, "a foreign value read as another owner")
+	var qe *redlock.QuorumError
+	require.ErrorAs(t, err, &qe)
+	n := 0
+	for _, r := range qe.Nodes {
+		if r.Status != redlock.NodeFailed {
+			continue
+		}
+		var re redis.Error
+		require.ErrorAs(t, r.Err, &re, "node %d: want the server's error, got %v", r.Node, r.Err)
+		require.True(t, redis.HasErrorPrefix(r.Err, "WRONGTYPE"), "node %d: want WRONGTYPE, got %v", r.Node, r.Err)
+		n++
+	}
+	require.Greater(t, n, len(qe.Nodes)-qe.Quorum, "want a quorum lost to WRONGTYPE: %v", err)
+}
+
+// requireOnlyKey checks that, of the keys containing base, each node
+// holds only want, of type typ: a failed attempt wrote nothing.
+func requireOnlyKey(t *testing.T, clients []redis.UniversalClient, base, want, typ string) {
+	t.Helper()
+	ctx := context.Background()
+	for i, c := range clients {
+		keys, err := c.Keys(ctx, "*"+base+"*").Result()
+		require.NoError(t, err)
+		require.Equal(t, []string{want}, keys, "node %d", i+1)
+		got, err := c.Type(ctx, want).Result()
+		require.NoError(t, err)
+		require.Equal(t, typ, got, "node %d", i+1)
+	}
+}
+
+// TestForeignValueFailsNode: a value of a type none of the lock kinds
+// writes, at any key of any kind's lock, fails the node with the
+// server's WRONGTYPE error (ErrUnreachable for the round), not
+// contention, and the attempt writes nothing. On one node of three, the
+// other two outvote it.
+func TestForeignValueFailsNode(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	for _, ka := range kindAttempts() {
+		for ki := range ka.keys("b") {
+			for _, ft := range foreignTypes {
+				t.Run(fmt.Sprintf("%s/key%d/%s", ka.name, ki+1, ft.name), func(t *testing.T) {
+					base := key(t)
+					at := ka.keys(base)[ki]
+					for _, c := range clients {
+						require.NoError(t, ft.put(ctx, c, at))
+					}
+					_, err := ka.try(ctx, rl, base)
+					requireForeignFailure(t, err, redlock.ErrNotObtained)
+					requireOnlyKey(t, clients, base, at, ft.name)
+
+					// Only on node 1: the others outvote it.
+					for _, c := range clients[1:] {
+						require.NoError(t, c.Del(ctx, at).Err())
+					}
+					l, err := ka.try(ctx, rl, base)
+					require.NoError(t, err)
+					_ = l.Unlock(ctx) // node 1 fails the release (WRONGTYPE): not asserted here
+				})
+			}
+		}
+	}
+}
+
+// TestOwnKindsAtKeyAreContention: a value that one of the lock kinds
+// writes, at any key of any kind's lock, is never a node failure: a
+// string (another owner's token, or a key lock on a readers key or on a
+// path's intention records) is contention; a sorted set (a semaphore's
+// permits, another reader, an intention record) is contention or, where
+// the kind reads it as such (a reader beside ours, a lock below a
+// sibling), no obstacle.
+func TestOwnKindsAtKeyAreContention(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	own := []struct {
+		name string
+		put  func(ctx context.Context, c redis.UniversalClient, k string) error
+	}{
+		{"token", func(ctx context.Context, c redis.UniversalClient, k string) error {
+			return c.Set(ctx, k, foreignToken, time.Minute).Err()
+		}},
+		{"zset", func(ctx context.Context, c redis.UniversalClient, k string) error {
+			return c.ZAdd(ctx, k, redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: foreignToken}).Err()
+		}},
+	}
+	for _, ka := range kindAttempts() {
+		for ki := range ka.keys("b") {
+			for _, o := range own {
+				t.Run(fmt.Sprintf("%s/key%d/%s", ka.name, ki+1, o.name), func(t *testing.T) {
+					base := key(t)
+					at := ka.keys(base)[ki]
+					if ka.name == "fenced" && ki == 1 {
+						t.Skip("a fence counter holds a number: FencedSet's and the counter's own tests cover it")
+					}
+					for _, c := range clients {
+						require.NoError(t, o.put(ctx, c, at))
+					}
+					l, err := ka.try(ctx, rl, base)
+					if err == nil && o.name == "zset" {
+						require.NoError(t, l.Unlock(ctx))
+						return
+					}
+					require.ErrorIs(t, err, redlock.ErrContended, "%s at %s", o.name, at)
+					require.NotErrorIs(t, err, redlock.ErrUnreachable, "the nodes answered")
+				})
+			}
+		}
+	}
+}
+
+// TestForeignValueOnUnlockAndExtend: a set put in place of a held lock's
+// key on every node. Unlock fails each node with the server's WRONGTYPE
+// error (ErrNotHeld, ErrUnreachable), neither panicking nor claiming a
+// release; the set stays. Extend finds the lock not ours on every node
+// (NodeTaken, or NodeAbsent for a permit): the lock cannot be held
+// there, so it is lost, not unreachable.
+func TestForeignValueOnUnlockAndExtend(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	for _, ka := range kindAttempts() {
+		t.Run(ka.name, func(t *testing.T) {
+			base := key(t)
+			at := ka.keys(base)[0]
+			replace := func() {
+				for _, c := range clients {
+					require.NoError(t, c.Del(ctx, at).Err())
+					require.NoError(t, c.SAdd(ctx, at, "m").Err())
+				}
+			}
+			l, err := ka.try(ctx, rl, base)
+			require.NoError(t, err)
+			replace()
+			err = l.Extend(ctx, 10*time.Second)
+			require.ErrorIs(t, err, redlock.ErrNotHeld)
+			require.NotErrorIs(t, err, redlock.ErrUnreachable)
+			var qe *redlock.QuorumError
+			require.ErrorAs(t, err, &qe)
+			for _, r := range qe.Nodes {
+				if r.Status != redlock.NodePending {
+					require.Contains(t, []redlock.NodeStatus{redlock.NodeTaken, redlock.NodeAbsent}, r.Status, "node %d: %v", r.Node, r)
+				}
+			}
+			for _, c := range clients {
+				require.NoError(t, c.Del(ctx, ka.keys(base)...).Err())
+			}
+
+			l, err = ka.try(ctx, rl, base)
+			require.NoError(t, err)
+			replace()
+			requireForeignFailure(t, l.Unlock(ctx), redlock.ErrNotHeld)
+			for i, c := range clients {
+				typ, err := c.Type(ctx, at).Result()
+				require.NoError(t, err)
+				require.Equal(t, "set", typ, "node %d", i+1)
+				require.NoError(t, c.Del(ctx, at).Err())
+			}
+		})
+	}
+}
+
+// TestLockStopsOnForeignValue: a waiting acquisition of each kind on a
+// key that holds a foreign value on every node returns the nodes'
+// WRONGTYPE errors (ErrUnreachable) instead of retrying until its ctx
+// ends: no retry can win until someone removes the values. With such a
+// value on one node of three, it retries as for a failed node, and wins
+// once another owner's key on a second node expires.
+func TestLockStopsOnForeignValue(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	for _, ka := range kindAttempts() {
+		t.Run(ka.name, func(t *testing.T) {
+			base := key(t)
+			at := ka.keys(base)[0]
+			for _, c := range clients {
+				require.NoError(t, c.SAdd(ctx, at, "m").Err())
+			}
+			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			_, err := ka.wait(wctx, rl, base)
+			require.NotErrorIs(t, err, context.DeadlineExceeded, "retried until ctx ended")
+			requireForeignFailure(t, err, redlock.ErrNotObtained)
+
+			for _, c := range clients[1:] {
+				require.NoError(t, c.Del(ctx, at).Err())
+			}
+			// Another owner's value on node 2, gone after 300ms: only
+			// then can nodes 2 and 3 outvote node 1.
+			if ka.name == "permit" {
+				// Another holder's permit, expiring with its key.
+				require.NoError(t, clients[1].ZAdd(ctx, at, redis.Z{Score: float64(time.Now().Add(300 * time.Millisecond).UnixMilli()), Member: foreignToken}).Err())
+				require.NoError(t, clients[1].PExpire(ctx, at, 300*time.Millisecond).Err())
+			} else {
+				holdForeign(t, clients[1], at, 300*time.Millisecond)
+			}
+			l, err := ka.wait(wctx, rl, base)
+			require.NoError(t, err, "one foreign node of three stopped the wait")
+			_ = l.Unlock(ctx) // node 1 fails the release (WRONGTYPE)
+		})
+	}
+}

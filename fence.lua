@@ -15,13 +15,17 @@ for i = 1, n do
   end
 end
 local f = tonumber(ARGV[2])
+local low = {}
 for i = n + 1, #KEYS do
   local c = tonumber(redis.call('GET', KEYS[i]) or '0')
   if not c then
     return redis.error_reply('redlock: fence counter ' .. KEYS[i] .. ' is not a number')
   end
   if c < f then
-    redis.call('SET', KEYS[i], ARGV[2])
+    low[#low + 1] = KEYS[i]
   end
+end
+for i = 1, #low do
+  redis.call('SET', low[i], ARGV[2])
 end
 return 1

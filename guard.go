@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"runtime"
@@ -74,9 +75,12 @@ import (
 // refused before it is sent.
 //
 // Limits: the guard sees the dials of the *redis.Client given to New,
-// not those of a client derived from it (WithTimeout shares the pool but
-// not the hooks) nor of a proxy in front of the server, so pass plain
-// clients to the servers themselves. uptime_in_seconds is the node's
+// through its hooks. A clone made by WithTimeout shares its parent's
+// pools, whose dials run the parent's hooks and never the clone's, so
+// (iii) fails for it: New tries a dial on each node's pools and refuses
+// (ErrInvalid) a client whose hooks do not see it (seesDials). Nor does
+// the guard see the dials of a proxy in front of the server, so pass
+// plain clients to the servers themselves. uptime_in_seconds is the node's
 // wall-clock difference; a clock stepped forward right after a restart
 // that we did not witness makes the node look older. FLUSHALL and
 // DEBUG RELOAD lose data without a restart and are not detected. The
@@ -111,16 +115,56 @@ type guardFlight struct {
 }
 
 // installGuards attaches a restart guard of d to every node. Every node
-// must be a *redis.Client, whose dials the guard watches.
+// must be a *redis.Client whose connections are dialled through its own
+// hooks (seesDials), as the guard counts them there.
 func installGuards(nodes []*node, d time.Duration) error {
 	for _, nd := range nodes {
 		rc, ok := nd.c.(*redis.Client)
 		if !ok {
 			return invalidf("WithRestartGuard needs *redis.Client nodes (it watches their dials); node %d is a %T", nd.idx+1, nd.c)
 		}
-		nd.guard = &nodeGuard{d: d, dials: dialCounterOf(rc)}
+		dials := dialCounterOf(rc)
+		if err := dials.seesDials(rc); err != nil {
+			return invalidf("WithRestartGuard cannot watch the dials of node %d (%s): %v; pass the *redis.Client made by redis.NewClient, not a clone made by WithTimeout, which dials through its parent's hooks", nd.idx+1, rc.Options().Addr, err)
+		}
+		nd.guard = &nodeGuard{d: d, dials: dials}
 	}
 	return nil
+}
+
+// errDialProbe stops seesDials' dial in the counter's hook, before any
+// connection is attempted.
+var errDialProbe = errors.New("redlock: restart guard: dial probe")
+
+// dialProbeKey marks the context of seesDials' dial with the counter
+// that must see it.
+type dialProbeKey struct{}
+
+// seesDials reports (nil) whether the connections rc's pools establish
+// go through d's hook on rc. A *redis.Client made by redis.NewClient
+// dials through its own hooks. A clone made by WithTimeout shares its
+// parent's pools, which dial through the parent's hooks: a hook added to
+// the clone never runs, its count never moves, and a snapshot would
+// judge every later grant, including a restarted node's. There is no
+// public way to tell a clone apart, so this tries: it asks rc's pub/sub
+// pool (dialled like its main pool, through the hooks of the client that
+// made both) for a connection, with a cancelled context marked for d.
+// d's hook, if it runs, returns errDialProbe before dialling; otherwise
+// the dial is attempted with the cancelled context and fails without
+// connecting. No connection is made either way, and nothing is sent.
+func (d *dialCounter) seesDials(rc *redis.Client) error {
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), dialProbeKey{}, d))
+	cancel()
+	ps := rc.Subscribe(ctx) // no channel: nothing is dialled yet
+	err := ps.Ping(ctx)
+	_ = ps.Close()
+	switch {
+	case errors.Is(err, errDialProbe):
+		return nil
+	case err == nil:
+		return errors.New("a probe dial was not seen by the client's hooks")
+	}
+	return fmt.Errorf("a probe dial was not seen by the client's hooks (%w)", err)
 }
 
 // young refuses, before anything is sent, a node whose cached snapshot
@@ -250,6 +294,9 @@ var _ redis.Hook = (*dialCounter)(nil)
 // uses it.
 func (d *dialCounter) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if p, _ := ctx.Value(dialProbeKey{}).(*dialCounter); p == d {
+			return nil, errDialProbe
+		}
 		conn, err := next(ctx, network, addr)
 		if err == nil {
 			d.n.Add(1)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,4 +152,52 @@ func TestRestartGuardOptions(t *testing.T) {
 	require.ErrorIs(t, err, redlock.ErrInvalid)
 	_, err = redlock.New(clients, redlock.WithRestartGuard(0))
 	require.NoError(t, err, "0 turns the guard off")
+}
+
+// TestRestartGuardRefusesWithTimeoutClone: a go-redis WithTimeout clone
+// shares its parent's pools, whose dials run the parent's hooks, so the
+// guard's dial count on the clone never moves and a node restarted a
+// moment before would vote. New refuses such a node (ErrInvalid, naming
+// it), whether or not the parent is guarded itself, without connecting
+// anywhere; the plain client is accepted and refuses the restarted node.
+func TestRestartGuardRefusesWithTimeoutClone(t *testing.T) {
+	nodes, clients := cluster(t, 3)
+	ctx := context.Background()
+	const guard = time.Second
+	plain := clients[1].(*redis.Client)
+	connections := func() string {
+		info, err := plain.Info(ctx, "stats").Result()
+		require.NoError(t, err)
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(line, "total_connections_received:"); ok {
+				return strings.TrimSpace(v)
+			}
+		}
+		t.Fatalf("INFO stats has no total_connections_received")
+		return ""
+	}
+
+	refused := func(nodes []redis.UniversalClient, node string) {
+		t.Helper()
+		_, err := redlock.New(nodes, redlock.WithRestartGuard(guard))
+		require.ErrorIs(t, err, redlock.ErrInvalid, "a clone's dials are not seen by its hooks")
+		require.ErrorContains(t, err, node)
+		require.ErrorContains(t, err, "WithTimeout")
+	}
+	before := connections()
+	refused([]redis.UniversalClient{clients[0], plain.WithTimeout(time.Second), clients[2]}, "node 2 ")
+	refused([]redis.UniversalClient{plain.WithTimeout(time.Second).WithTimeout(2 * time.Second)}, "node 1 ")
+
+	// The plain client passes, and its guard works through the probe.
+	c := newClient(t, []redis.UniversalClient{plain}, redlock.WithRestartGuard(guard))
+	require.Equal(t, before, connections(), "New connected to the node")
+	// A clone made after the parent's hook was installed is refused too.
+	refused([]redis.UniversalClient{clients[0], plain.WithTimeout(time.Second), clients[2]}, "node 2 ")
+	require.NoError(t, plain.WithTimeout(time.Second).Ping(ctx).Err(), "the clone works after the probe")
+
+	requireVotes(t, c, []redis.UniversalClient{plain}, guard+3*time.Second, 0)
+	require.NoError(t, nodes[1].Restart())
+	_, err := c.TryLock(ctx, key(t), 10*time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotObtained, "a node restarted a moment ago voted")
+	require.Equal(t, []int{0}, restartedNodes(err), "%v", err)
 }

@@ -256,12 +256,15 @@ func WithFencing() Option {
 // forces; it installs a dial-counting hook on each client for that (see
 // guard.go for why this cannot miss a restart). It therefore needs
 // *redis.Client nodes, used directly rather than through a clone made by
-// WithTimeout, and an ACL that allows INFO; a node that refuses INFO
-// never votes.
+// WithTimeout (a clone dials through its parent's hooks, so the guard
+// would never see a restart; New checks this with a dial that is stopped
+// before it connects), and an ACL that allows INFO; a node that refuses
+// INFO never votes.
 //
 // It applies to a Client (given to New); given to a single call it is
 // ignored. Default: 0, off. Errors from New: ErrInvalid when d is
-// negative or a node is not a *redis.Client.
+// negative, a node is not a *redis.Client, or a node's dials do not go
+// through its own hooks (a WithTimeout clone); the error names the node.
 func WithRestartGuard(d time.Duration) Option {
 	return func(c *config) {
 		if d < 0 {

@@ -25,10 +25,13 @@ if n > 1 or (n == 1 and not redis.call('ZSCORE', below, ARGV[1])) then
   return 0
 end
 local exp = now + tonumber(ARGV[2])
+-- Every key is read (and its type checked) before any is written.
+for i = 1, d - 1 do
+  redis.call('ZREMRANGEBYSCORE', KEYS[d + i], '-inf', now)
+end
 redis.call('SET', KEYS[d], ARGV[1], 'PX', ARGV[2])
 for i = 1, d - 1 do
   local b = KEYS[d + i]
-  redis.call('ZREMRANGEBYSCORE', b, '-inf', now)
   redis.call('ZADD', b, exp, ARGV[1])
   local top = redis.call('ZRANGE', b, -1, -1, 'WITHSCORES')
   redis.call('PEXPIRE', b, math.max(tonumber(top[2]) - now, 1))

@@ -172,6 +172,14 @@ func (c *Client) callConfig(opts []Option) (*config, error) {
 // ctx.Err() (ctx done: errors.Is(err, context.Canceled) works). Every
 // failed attempt releases what it may have taken, even when ctx was
 // cancelled.
+//
+// A key that holds a value none of the library's lock kinds writes (a
+// set, a list, a hash, a stream: the application's own data under the
+// lock's name) fails its node with the server's WRONGTYPE error, a
+// redis.Error in that node's NodeResult.Err, and so counts towards
+// ErrUnreachable, as redsync and node-redlock report it. A value that one
+// of our kinds writes (a string: another owner's token; a sorted set: a
+// semaphore's permits) is contention.
 func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
 	if key == "" {
 		return nil, invalidf("empty key")
@@ -209,7 +217,10 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 // *QuorumError lists that attempt's answers. When ctx ends before any
 // attempt completed, it matches ErrNotObtained and ctx.Err() only. Bad
 // input and a misconfigured node set (ErrInvalid) are returned at once,
-// without retrying.
+// without retrying, and so is an attempt that values of a foreign type
+// at the key (see TryLock) alone made lose: more nodes failed with
+// WRONGTYPE than the quorum can spare (ErrUnreachable). A node that is
+// down, or fewer such nodes, are retried.
 func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
 	if key == "" {
 		return nil, invalidf("empty key")

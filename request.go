@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -270,9 +269,10 @@ func (c *Client) execVia(ctx context.Context, nd *node, req *request, lc *leader
 // acquire script's: OK is a grant (1). A refusal (nil) runs the script,
 // which refreshes a key that already holds our token (acquire is
 // idempotent: go-redis may have resent the SET after a broken
-// connection), and answers 0 for another holder's; a key of another
-// type fails the script with WRONGTYPE, taken (see after). Anything else
-// is left for after to refuse.
+// connection), and answers 0 for another holder's, or for a key of
+// another of our kinds (a semaphore's sorted set); a key holding a value
+// that none of our kinds writes fails it with WRONGTYPE (scripts.go).
+// Anything else is left for after to refuse.
 func (c *Client) setReply(ctx context.Context, s sender, req *request, res any, err error) (any, error) {
 	switch {
 	case err == redis.Nil:
@@ -339,11 +339,15 @@ func (c *Client) before(nd *node, req *request) (time.Time, *reply) {
 // after classifies a script's reply (res, err) to req, sent at sent.
 func (c *Client) after(ctx context.Context, nd *node, req *request, res any, err error, sent time.Time) reply {
 	if err != nil {
-		if isWrongType(err) {
-			// The key holds another kind of value: a semaphore where a
-			// lock was asked for, or the reverse. Not ours: taken.
+		if req.op == opExtend && isWrongType(err) {
+			// A value of another type at the lock's key: the lock
+			// cannot be held on this node, which is not ours whoever
+			// wrote the value (see scripts.go).
 			return reply{st: NodeTaken}
 		}
+		// An acquire or a release that met a value none of our kinds
+		// writes fails with the server's WRONGTYPE (scripts.go), as
+		// any other error of the node.
 		return reply{st: NodeFailed, err: nodeErr(ctx, err)}
 	}
 	v, f, ok := parseReply(res, req.op == opAcquire && req.fenced)
@@ -402,8 +406,27 @@ func parseReply(res any, fenced bool) (v, f int64, ok bool) {
 // isWrongType reports whether err is the node's WRONGTYPE error: a
 // script met a key of another type than it reads.
 func isWrongType(err error) bool {
-	var re redis.Error
-	return errors.As(err, &re) && strings.Contains(re.Error(), "WRONGTYPE")
+	return redis.HasErrorPrefix(err, "WRONGTYPE")
+}
+
+// foreignBlocked reports whether err is a lost round in which more
+// nodes failed with WRONGTYPE than the quorum can spare: values that
+// none of our kinds writes sit at the lock's keys (scripts.go). Those
+// are the nodes' answers, not an outage: no retry can win until someone
+// removes the values, so Lock returns the error rather than wait for
+// them.
+func foreignBlocked(err error) bool {
+	var qe *QuorumError
+	if !errors.As(err, &qe) {
+		return false
+	}
+	n := 0
+	for _, r := range qe.Nodes {
+		if r.Status == NodeFailed && isWrongType(r.Err) {
+			n++
+		}
+	}
+	return n > len(qe.Nodes)-qe.Quorum
 }
 
 // nodeErr marks a request cut short by the per-node deadline as a timeout.

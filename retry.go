@@ -139,9 +139,12 @@ func markFor(ctx context.Context, mark time.Duration) time.Duration {
 // minWriterMark is writerMark's least.
 const minWriterMark = 100 * time.Millisecond
 
-// retryable reports whether another attempt may succeed.
+// retryable reports whether another attempt may succeed: not for an
+// invalid call, a cancelled one, nor one that values of a foreign type
+// at the keys alone lost (foreignBlocked).
 func retryable(err error) bool {
-	return !errors.Is(err, ErrInvalid) &&
+	return !foreignBlocked(err) &&
+		!errors.Is(err, ErrInvalid) &&
 		!errors.Is(err, context.Canceled) &&
 		!errors.Is(err, context.DeadlineExceeded)
 }

@@ -4,11 +4,15 @@
 -- ARGV[1]: our token. ARGV[2]: TTL in milliseconds. ARGV[3]: the limit.
 -- ARGV[4]: the limit member's prefix.
 -- Returns 1 when we hold a permit (ours is refreshed), 0 when limit live
--- permits are held (or the key is not a semaphore), -2 when live permits
--- were taken under another limit.
+-- permits are held (or the key holds a string: another kind of our
+-- locks), -2 when live permits were taken under another limit. A key of
+-- a type none of our locks writes is the node's WRONGTYPE error
+-- (scripts.go).
 local ty = redis.call('TYPE', KEYS[1]).ok
-if ty ~= 'zset' and ty ~= 'none' then
+if ty == 'string' then
   return 0
+elseif ty ~= 'zset' and ty ~= 'none' then
+  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -4,9 +4,14 @@
 -- release.lua).
 -- Removes our permit and announces it, so that a waiter retries at once;
 -- the semaphore is deleted with its last live permit.
--- Returns 1 when our permit was there, 0 otherwise.
-if redis.call('TYPE', KEYS[1]).ok ~= 'zset' then
+-- Returns 1 when our permit was there, 0 otherwise (the key holds no
+-- semaphore). A key of a type none of our locks writes is the node's
+-- WRONGTYPE error (scripts.go).
+local ty = redis.call('TYPE', KEYS[1]).ok
+if ty == 'string' or ty == 'none' then
   return 0
+elseif ty ~= 'zset' then
+  return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
 end
 local removed = redis.call('ZREM', KEYS[1], ARGV[1])
 local t = redis.call('TIME')

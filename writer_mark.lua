@@ -6,7 +6,8 @@
 -- ':w:' .. the mark's end in milliseconds on this node's clock, its
 -- expiry kept. New readers are refused while the mark lasts
 -- (read_acquire.lua), so a stream of overlapping readers cannot keep a
--- waiting writer out. Called on a refusal only.
+-- waiting writer out. Called on a refusal only. A key of another type
+-- is skipped: what it means is the acquire's to decide (scripts.go).
 local function markReaders(n)
   local m = ARGV[4]
   if not m then
@@ -14,8 +15,8 @@ local function markReaders(n)
   end
   local now
   for j = 1, n do
-    local w = redis.call('GET', KEYS[j])
-    if w and (w == m or string.sub(w, 1, #m + 3) == m .. ':w:') then
+    local w = redis.pcall('GET', KEYS[j])
+    if type(w) == 'string' and (w == m or string.sub(w, 1, #m + 3) == m .. ':w:') then
       local pttl = redis.call('PTTL', KEYS[j])
       if pttl > 0 then
         if not now then
