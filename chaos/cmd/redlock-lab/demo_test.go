@@ -13,7 +13,7 @@ import (
 // restarted, no violation, and the report is written.
 func TestDemo(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "report")
-	r := cli(t, nil, "demo", "--workers", "3", "--duration", "2s", "--report", dir)
+	r := cli(t, "demo", "--workers", "3", "--duration", "2s", "--report", dir)
 	if r.code != exitOK {
 		t.Fatalf("want exit 0, got %d; stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -45,7 +45,7 @@ func TestDemo(t *testing.T) {
 	}
 	// The chaos suite's timeline, with nodes numbered from 1 as in the
 	// output: five node lanes, node 3's kill marked.
-	for _, w := range []string{"<title>redlock demo</title>", "<svg", "node 3 killed", "node 3 restarted", "violations",
+	for _, w := range []string{"<title>redlock-lab demo</title>", "<svg", "node 3 killed", "node 3 restarted", "violations",
 		`class="legend"`, ">node 1</text>", ">node 5</text>", "kill n3", "node 3 restarted at"} {
 		if !strings.Contains(string(b), w) {
 			t.Errorf("report: want %q in index.html", w)

@@ -79,7 +79,7 @@ func (d *demoRun) writeReport(dir string, h chaos.History, vs []chaos.Violation,
 	if err := reportTmpl.Execute(&b, data); err != nil {
 		return "", err
 	}
-	if err := chaos.WritePage(dir, "redlock demo", b.String()); err != nil {
+	if err := chaos.WritePage(dir, "redlock-lab demo", b.String()); err != nil {
 		return "", err
 	}
 	return filepath.Join(dir, "index.html"), nil
