@@ -6,10 +6,11 @@ GO ?= go
 .DEFAULT_GOAL := help
 help:
 	@echo 'Targets (see the comment above each in the Makefile):'
-	@echo '  make demo       build bin/redlock and run the demo: 5 local nodes, a node killed mid-lock, report/demo/index.html'
+	@echo '  make demo       build bin/redlock-lab and run its demo: 5 local nodes, a node killed mid-lock, report/demo/index.html'
 	@echo '  make test       vet, gofmt check, race tests of every module with the short chaos pass (several minutes)'
 	@echo '  make lint       go vet of every module and gofmt -l'
-	@echo '  make cli        build the CLI into bin/redlock'
+	@echo '  make cli        build the lean production CLI (run, status) into bin/redlock'
+	@echo '  make lab        build redlock-lab (demo, chaos) into bin/redlock-lab'
 	@echo '  make bench      peer benchmarks (redsync, redislock) on 5 local nodes, bench/results/latest.json'
 	@echo '  make hold       hold 100 000 auto-extended locks on one client for 60s (HOLD_FLAGS=...)'
 	@echo '  make chaos      the long chaos suite, report/chaos/ (CHAOS_FLAGS=...)'
@@ -23,6 +24,8 @@ redis:
 
 # Every module of the repository, each with its own go.mod (the root is
 # the library alone; see README "Modules"). bench/ is apart: `make bench`.
+# Each module's go test ./... covers its commands too: chaos's covers
+# chaos/cmd/redlock-lab.
 MODULES = . chaos cmd/redlock extra/redlockotel extra/redlockprom
 
 # -p 1: one test binary at a time, so that the chaos suite's latency
@@ -60,13 +63,21 @@ hold: redis
 # The README's first command: 5 local redis-server nodes, contending workers,
 # a node killed and restarted mid-lock, a summary and report/demo/index.html.
 .PHONY: demo
-demo: redis cli
-	./bin/redlock demo
+demo: redis lab
+	./bin/redlock-lab demo
 
-# The CLI, built from its own module into bin/redlock.
+# The lean CLI for production hosts (run, status), built from its own
+# module into bin/redlock: go-redis and the library, no Docker, toxiproxy
+# or Prometheus client (TestLeanBinaryLinksNoLabModule checks it).
 .PHONY: cli
 cli:
 	$(GO) build -C cmd/redlock -o $(CURDIR)/bin/redlock .
+
+# redlock-lab, the demo and the chaos suite, built from the chaos module
+# into bin/redlock-lab.
+.PHONY: lab
+lab:
+	$(GO) build -C chaos -o $(CURDIR)/bin/redlock-lab ./cmd/redlock-lab
 
 # Fuzzing: each target for FUZZTIME, one at a time (go test -fuzz takes one
 # target per run). Their seed corpora run as ordinary tests in `make test`;
@@ -99,5 +110,5 @@ soak: redis
 # The short pass runs in `make test` (the chaos module's go test ./...).
 CHAOS_FLAGS ?=
 .PHONY: chaos
-chaos: redis cli
-	./bin/redlock chaos --report report/chaos --json report/chaos/results.json $(CHAOS_FLAGS)
+chaos: redis lab
+	./bin/redlock-lab chaos --report report/chaos --json report/chaos/results.json $(CHAOS_FLAGS)

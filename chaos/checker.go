@@ -87,7 +87,7 @@ func Overlaps(secs []Section) []Violation {
 				}
 				out = append(out, Violation{
 					Kind: Overlap, Key: k, A: i, B: j,
-					Detail: overlapDetail(a, b, 0),
+					Detail: overlapDetail(a, b, 0, "client"),
 				})
 			}
 			active = append(active, j)
@@ -116,10 +116,11 @@ func groupByKey[T any](items []T, keyOf func(T) (key string, keep bool)) ([]stri
 }
 
 // overlapDetail describes the overlap of a and the later b, numbering
-// clients from base (see TimelineOptions.OneBased).
-func overlapDetail(a, b Section, base int) string {
-	return fmt.Sprintf("client %d held%s [%s, %s] and client %d held%s [%s, %s]: %s together",
-		a.Client+base, a.what(), ms(a.Acquired), ms(a.End()), b.Client+base, b.what(), ms(b.Acquired), ms(b.End()),
+// clients from base (see TimelineOptions.OneBased) and calling them
+// client (TimelineOptions.Client).
+func overlapDetail(a, b Section, base int, client string) string {
+	return fmt.Sprintf("%s %d held%s [%s, %s] and %s %d held%s [%s, %s]: %s together",
+		client, a.Client+base, a.what(), ms(a.Acquired), ms(a.End()), client, b.Client+base, b.what(), ms(b.Acquired), ms(b.End()),
 		ms(min(a.End(), b.End())-b.Acquired))
 }
 

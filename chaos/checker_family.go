@@ -41,7 +41,7 @@ func PathOverlaps(secs []Section) []Violation {
 				}
 				out = append(out, Violation{
 					Kind: Overlap, Key: strings.Join(outer, "/"), A: i, B: j,
-					Detail: overlapDetail(secs[i], b, 0),
+					Detail: overlapDetail(secs[i], b, 0, "client"),
 				})
 			}
 			active = append(active, j)

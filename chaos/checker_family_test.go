@@ -241,7 +241,7 @@ func TestTimelineMarksFamily(t *testing.T) {
 		End: 150 * time.Millisecond,
 	}
 	svg := chaos.Timeline(chaos.Result{Scenario: "hand-made", History: h, Found: chaos.Check(h)}, 1)
-	for _, want := range []string{"overlap on &#34;k&#34;", "over-limit on &#34;s&#34;", "client 1, a read lock, fence 0", "client 3, a permit, fence 0", `stroke="#d62728"`} {
+	for _, want := range []string{"overlap on &#34;k&#34;", "over-limit on &#34;s&#34;", "client 1, a read lock, safe", "client 3, a permit, safe", `stroke="#d62728"`} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("want the timeline to contain %q", want)
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"golang.org/x/term"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,9 +12,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/term"
+
+	"github.com/seed543a70bd/redlock/chaos/internal/cliflag"
 )
 
-const usage = `Usage: redlock chaos [flags]
+const usage = `Usage: redlock-lab chaos [flags]
 
 Runs the chaos suite: kills, pauses, restarts, slows, partitions and
 skews real Redis nodes mid-lock and checks that no two holders overlap and
@@ -30,7 +32,10 @@ Flags:
 // usage errors.
 const ExitUsage = 64
 
-// Command runs the chaos suite as `redlock chaos` with args (the flags
+// prog prefixes Command's messages: the command that runs it.
+const prog = "redlock-lab chaos"
+
+// Command runs the chaos suite as `redlock-lab chaos` with args (the flags
 // after "chaos") and returns the exit code: 0 when every scenario passed
 // (and for --list and -h), 1 when one failed, the run could not be made
 // or ctx was cancelled (also when --backend docker finds no Docker
@@ -41,19 +46,21 @@ const ExitUsage = 64
 // --duration D (length of each scenario for long runs; default 20s),
 // --scenario NAME[,NAME], --json FILE (one object per scenario), --report
 // DIR (HTML report with an SVG timeline per scenario), --backend
-// local|docker|auto, --list. A live progress line goes to stderr when it
-// is a terminal (a line per scenario otherwise); the summary table goes
-// to stdout.
+// local|docker|auto, --list. -h prints the usage to stdout. A live
+// progress line goes to stderr when it is a terminal (a line per scenario
+// otherwise); the summary table goes to stdout; a usage error is one line
+// and a hint on stderr.
 //
 // Command silences go-redis's global logger: the suite kills nodes on
 // purpose and every refused dial would be logged.
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
-		fs.PrintDefaults()
-		fmt.Fprintf(stderr, "\nScenarios: %s\n", strings.Join(Names(), ", "))
+	fs.SetOutput(io.Discard) // errors are printed once, below
+	fs.Usage = func() {}
+	usageErr := func(format string, args ...any) int {
+		fmt.Fprintf(stderr, "%s: %s\n", prog, fmt.Sprintf(format, args...))
+		fmt.Fprintf(stderr, "Run '%s -h' for usage.\n", prog)
+		return ExitUsage
 	}
 	short := fs.Bool("short", false, "quick pass of every scenario (the whole suite in 3 minutes or less)")
 	dur := fs.Duration("duration", 0, "length of each scenario (default 3s with --short, else 20s)")
@@ -62,15 +69,17 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	reportDir := fs.String("report", "", "write an HTML report with a timeline per scenario to `DIR`")
 	backend := fs.String("backend", "local", "where nodes run: local (redis-server processes), docker, or auto (docker when an engine answers)")
 	list := fs.Bool("list", false, "list the scenarios and exit")
-	if err := fs.Parse(args); err != nil {
+	if err := cliflag.Parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage)
+			cliflag.PrintDefaults(stdout, fs)
+			fmt.Fprintf(stdout, "\nScenarios: %s\n", strings.Join(Names(), ", "))
 			return 0
 		}
-		return ExitUsage
+		return usageErr("%v", err)
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "redlock chaos: unexpected arguments: %s\n", strings.Join(fs.Args(), " "))
-		return ExitUsage
+		return usageErr("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	if *list {
 		for _, s := range Scenarios() {
@@ -79,24 +88,22 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if *dur < 0 {
-		fmt.Fprintln(stderr, "redlock chaos: --duration must not be negative")
-		return ExitUsage
+		return usageErr("--duration must not be negative")
 	}
 	s := Suite{Params: Params{Short: *short, Duration: *dur}, Progress: stderr, Live: IsTerminal(stderr)}
 	if *names != "" {
 		s.Scenarios = strings.Split(*names, ",")
 		if _, err := Select(s.Scenarios); err != nil {
-			fmt.Fprintf(stderr, "redlock chaos: %v\n", err)
-			return ExitUsage
+			return usageErr("%v", err)
 		}
 	}
 	b, err := pickBackend(*backend)
 	if err != nil {
-		fmt.Fprintf(stderr, "redlock chaos: %v\n", err)
 		if errors.Is(err, ErrBackend) { // --backend docker and no engine: not a usage error
+			fmt.Fprintf(stderr, "%s: %v\n", prog, err)
 			return 1
 		}
-		return ExitUsage
+		return usageErr("%v", err)
 	}
 	s.Backend = b
 
@@ -108,7 +115,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "total %.1fs on %s nodes\n", time.Since(start).Seconds(), b.Name())
 	code := 0
 	if err != nil {
-		fmt.Fprintf(stderr, "redlock chaos: %v\n", err)
+		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
 		code = 1
 	}
 	for _, r := range results {
@@ -118,13 +125,13 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *jsonFile != "" {
 		if err := writeJSONFile(*jsonFile, results); err != nil {
-			fmt.Fprintf(stderr, "redlock chaos: %v\n", err)
+			fmt.Fprintf(stderr, "%s: %v\n", prog, err)
 			code = 1
 		}
 	}
 	if *reportDir != "" {
 		if err := WriteReport(*reportDir, results); err != nil {
-			fmt.Fprintf(stderr, "redlock chaos: %v\n", err)
+			fmt.Fprintf(stderr, "%s: %v\n", prog, err)
 			code = 1
 		} else {
 			fmt.Fprintf(stdout, "report: %s\n", *reportDir+"/index.html")

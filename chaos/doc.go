@@ -4,7 +4,7 @@
 // monotonic clock, and checks that no two holders overlap and that the
 // fenced resource never accepts a stale write. It is importable, so that
 // teams can run it against their own set-ups (Suite, Backend), and it is
-// what `redlock chaos` runs (Command).
+// what `redlock-lab chaos` runs (Command).
 //
 // # Nodes
 //

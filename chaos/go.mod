@@ -1,6 +1,6 @@
 module github.com/seed543a70bd/redlock/chaos
 
-go 1.26.8
+go 1.26.0
 
 replace github.com/seed543a70bd/redlock => ../
 

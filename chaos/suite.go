@@ -11,7 +11,7 @@ import (
 
 // Suite runs scenarios one after another, each on fresh nodes, and checks
 // each one's history. Run it from code to use another Backend, or through
-// Command (the `redlock chaos` CLI).
+// Command (the `redlock-lab chaos` CLI).
 type Suite struct {
 	Params
 

@@ -23,11 +23,16 @@ const (
 	tlLaneGap = 10.0
 )
 
-// clientColors stay clear of the fault colors and of the red of overlaps.
-var clientColors = []string{"#4e79a7", "#59a14f", "#b07aa1", "#76b7b2", "#9c755f", "#1f4e79", "#8c8c3c", "#bab0ac"}
+// clientColors are the clients' bars (the demo's workers'): blues and
+// pinks of lightnesses far apart, hues that no fault, tick or mark uses
+// (the faults are red, brown, orange, yellow, purple and cyan, the marks
+// green and greys), each at least 30 apart (CIE76 ΔE) from every colour
+// below, so that no bar reads as a fault. The legend's key says which
+// client each is.
+var clientColors = []string{"#2166ac", "#e7298a", "#7fb2e5", "#8e1a5c", "#0b2e6f", "#de77ae", "#4361ee", "#b5179e"}
 
 // Colours with one meaning each, shared by the timeline and its legend
-// (TimelineLegend): red is for violations only, brown for an outage (a
+// (TimelineLegendFor): red is for violations only, brown for an outage (a
 // killed node, and the attempts that failed because nodes were
 // unreachable), grey for contention.
 const (
@@ -35,12 +40,19 @@ const (
 	colorOutage    = "#8c564b" // a killed node; attempts failed for unreachable nodes
 	colorContended = "#bbbbbb" // attempts that found the lock held by another
 	colorOtherFail = "#111111" // attempts that failed otherwise (cancelled, expired, an error)
+	colorPause     = "#ff7f0e" // a paused node
+	colorSlow      = "#e6c300" // a slowed node
+	colorPartition = "#9467bd" // a partitioned node
+	colorSkew      = "#17becf" // a node whose clock is skewed
+	colorRestart   = "#222222" // a node's restart, an instant
+	colorAccepted  = "#2ca02c" // a fenced write accepted
+	colorRejected  = "#555555" // a fenced write rejected
 )
 
 // stateColors are the fills of node states in the node lanes.
 var stateColors = map[EventKind]string{
-	EventKill: colorOutage, EventPause: "#ff7f0e", EventSlow: "#e6c300",
-	EventPartition: "#9467bd", EventSkew: "#17becf",
+	EventKill: colorOutage, EventPause: colorPause, EventSlow: colorSlow,
+	EventPartition: colorPartition, EventSkew: colorSkew,
 }
 
 // FailedCounts counts a history's failed attempts by the tick TimelineSVG
@@ -149,6 +161,17 @@ type TimelineOptions struct {
 	// false: numbered from 0, as the chaos suite's scenarios and errors
 	// name them. The indices in the History are 0-based either way.
 	OneBased bool
+	// Client is what a client is called in tooltips and in the legend's
+	// key: `redlock-lab demo` says "worker". Default: "client".
+	Client string
+}
+
+// client returns o.Client or its default.
+func (o TimelineOptions) client() string {
+	if o.Client == "" {
+		return "client"
+	}
+	return o.Client
 }
 
 // Timeline returns r's history as an SVG document fragment with a lane
@@ -159,8 +182,8 @@ func Timeline(r Result, nodes int) string {
 }
 
 // TimelineSVG returns h as an SVG document fragment (see the top of this
-// file and TimelineLegend). WriteReport draws each scenario with it;
-// `redlock demo` draws its run with it, so both reports read alike. It is
+// file and TimelineLegendFor). WriteReport draws each scenario with it;
+// `redlock-lab demo` draws its run with it, so both reports read alike. It is
 // written with html/template, which escapes every text the history
 // quotes (keys, event details), so the fragment is safe to embed as is.
 func TimelineSVG(h History, o TimelineOptions) string {
@@ -190,7 +213,7 @@ var timelineTmpl = template.Must(template.New("timeline").Funcs(template.FuncMap
 		<rect x="{{f1 .X}}" y="{{f1 .Y}}" width="{{f1 .W}}" height="{{f1 .H}}" fill="{{.Fill}}"><title>{{.Title}}</title></rect>
 	{{end}}
 	{{range .Restarts}}
-		<rect x="{{f1 .X}}" y="{{f1 .Y}}" width="3" height="{{f1 .H}}" fill="#222"><title>{{.Title}}</title></rect>
+		<rect x="{{f1 .X}}" y="{{f1 .Y}}" width="3" height="{{f1 .H}}" fill="` + colorRestart + `"><title>{{.Title}}</title></rect>
 	{{end}}
 {{end}}
 {{range .Keys}}
@@ -270,11 +293,13 @@ type (
 	tlRect struct {
 		X, Y, W, H  float64
 		Fill, Title string
+		kind        EventKind // a node state's, for the legend
 	}
 	tlHold struct {
 		tlRect
-		Bad  bool    // part of a violation
-		Tail *tlLine // held past its deadline, or nil
+		Bad    bool    // part of a violation
+		Tail   *tlLine // held past its deadline, or nil
+		client int     // whose, for the legend's key
 	}
 	tlLine struct {
 		X1, Y1, X2, Y2 float64
@@ -327,7 +352,7 @@ func timelineView(h History, o TimelineOptions) tlView {
 		}
 		for _, s := range nodeStates(h.Events, n, end) {
 			lane.States = append(lane.States, tlRect{
-				X: x(s.from), Y: y, W: math.Max(x(s.to)-x(s.from), 1), H: tlRowH, Fill: stateColors[s.kind],
+				X: x(s.from), Y: y, W: math.Max(x(s.to)-x(s.from), 1), H: tlRowH, Fill: stateColors[s.kind], kind: s.kind,
 				Title: fmt.Sprintf("node %d %s %s: %s to %s", n+base, s.kind, s.detail, ms(s.from), ms(s.to)),
 			})
 		}
@@ -368,14 +393,18 @@ func timelineView(h History, o TimelineOptions) tlView {
 		for j, i := range byKey[k] {
 			s := h.Sections[i]
 			ry := y + float64(rows[j])*tlRowH
-			fill := clientColors[s.Client%len(clientColors)]
+			fill := clientColor(s.Client)
+			fence := "" // fencing off: no token to show
+			if s.Fence > 0 {
+				fence = fmt.Sprintf(", fence %d", s.Fence)
+			}
 			hold := tlHold{
 				tlRect: tlRect{
 					X: x(s.Acquired), Y: ry + 1, W: math.Max(x(s.End())-x(s.Acquired), 1), H: tlRowH - 2, Fill: fill,
-					Title: fmt.Sprintf("client %d%s, fence %d, safe %s to %s (deadline %s, released %s)",
-						s.Client+base, strings.Replace(s.what(), " ", ", ", 1), s.Fence, ms(s.Acquired), ms(s.End()), ms(s.Deadline), ms(s.Released)),
+					Title: fmt.Sprintf("%s %d%s%s, safe %s to %s (deadline %s, released %s)",
+						o.client(), s.Client+base, strings.Replace(s.what(), " ", ", ", 1), fence, ms(s.Acquired), ms(s.End()), ms(s.Deadline), ms(s.Released)),
 				},
-				Bad: badSec[i],
+				Bad: badSec[i], client: s.Client,
 			}
 			if s.Released != Never && s.Released > s.Deadline { // held past validity: not safe
 				hold.Tail = &tlLine{X1: x(s.Deadline), Y1: ry + tlRowH/2, X2: x(s.Released), Y2: ry + tlRowH/2, Stroke: fill}
@@ -390,7 +419,7 @@ func timelineView(h History, o TimelineOptions) tlView {
 			from, to := max(a.Acquired, c.Acquired), min(a.End(), c.End())
 			tip := v
 			if v.Kind == Overlap {
-				tip.Detail = overlapDetail(a, c, base) // clients numbered as in the rest of the picture
+				tip.Detail = overlapDetail(a, c, base, o.client()) // clients named as in the rest of the picture
 			}
 			lane.Overlaps = append(lane.Overlaps, tlRect{X: x(from), Y: y, W: math.Max(x(to)-x(from), 2), H: laneH - 6, Title: tip.String()})
 		}
@@ -404,16 +433,16 @@ func timelineView(h History, o TimelineOptions) tlView {
 			if strings.TrimPrefix(w.Key, "res:") != k {
 				continue
 			}
-			c, what := "#2ca02c", "accepted"
+			c, what := colorAccepted, "accepted"
 			switch {
 			case badWrite[i]:
 				c, what = colorViolation, "accepted although stale"
 			case !w.Accepted:
-				c, what = "#555555", "rejected"
+				c, what = colorRejected, "rejected"
 			}
 			lane.Writes = append(lane.Writes, tlMark{
 				X: x(w.Start), Y: y + float64(nrows)*tlRowH + 3, Fill: c,
-				Title: fmt.Sprintf("write by client %d with fence %d %s at %s", w.Client+base, w.Fence, what, ms(w.Start)),
+				Title: fmt.Sprintf("write by %s %d with fence %d %s at %s", o.client(), w.Client+base, w.Fence, what, ms(w.Start)),
 			})
 		}
 		out.Keys = append(out.Keys, lane)
@@ -462,6 +491,11 @@ func timelineView(h History, o TimelineOptions) tlView {
 		})
 	}
 	return out
+}
+
+// clientColor is client i's colour: the palette's, in turn.
+func clientColor(i int) string {
+	return clientColors[((i%len(clientColors))+len(clientColors))%len(clientColors)]
 }
 
 // stack assigns each section (by index into secs) the lowest row free at

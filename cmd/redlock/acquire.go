@@ -111,16 +111,26 @@ func (c *runConfig) effectiveNodeTimeout() time.Duration {
 // errSignal cancels the wait for the lock when a signal arrives.
 var errSignal = errors.New("interrupted by a signal")
 
+// tail is what a failed bounded wait keeps of --wait for what follows the
+// attempts: the last round's stragglers (up to two per-node timeouts, see
+// inflight) and the read of the holders (why, up to r.probe), or half the
+// wait when that is more than half of it.
+func (c *runConfig) tail(r *runner) time.Duration {
+	return min(c.wait.d/2, 2*c.effectiveNodeTimeout()+r.probe)
+}
+
 // acquire takes the lock, waiting as --wait says, or returns nil and the
 // exit code. A forwarded signal ends the wait with 128+n. After a failure
 // it waits, up to two per-node timeouts, for the requests still in
-// flight (see inflight).
-func acquire(ctx context.Context, lk redlock.Locker, c *runConfig, r *runner, sigs <-chan os.Signal, stderr io.Writer) (*redlock.Lock, int) {
+// flight (see inflight), then reads the holders to say why. end, when not
+// zero, is when a bounded --wait is over, exit included: the attempts
+// stop c.tail(r) before it, and what follows them ends by it.
+func acquire(ctx context.Context, lk redlock.Locker, c *runConfig, r *runner, end time.Time, sigs <-chan os.Signal, stderr io.Writer) (*redlock.Lock, int) {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	if c.wait.set && c.wait.d > 0 {
+	if !end.IsZero() {
 		var cancelT context.CancelFunc
-		actx, cancelT = context.WithTimeout(actx, c.wait.d)
+		actx, cancelT = context.WithDeadline(actx, end.Add(-c.tail(r)))
 		defer cancelT()
 	}
 	got := make(chan os.Signal, 1)
@@ -138,7 +148,7 @@ func acquire(ctx context.Context, lk redlock.Locker, c *runConfig, r *runner, si
 	l, err := lk.TryLock(actx, c.key, c.ttl)
 	if err != nil && (!c.wait.set || c.wait.d > 0) && !errors.Is(err, redlock.ErrInvalid) && actx.Err() == nil {
 		if errors.Is(err, redlock.ErrUnreachable) {
-			fmt.Fprintf(stderr, "redlock run: waiting for %q; nodes are failing:\n%s", c.key, r.nodeLines(err))
+			fmt.Fprintf(stderr, "redlock run: waiting for %q; nodes are failing:\n%s", c.key, r.nodeLines(err, nil))
 		}
 		l, err = lk.Lock(actx, c.key, c.ttl)
 	}
@@ -150,7 +160,11 @@ func acquire(ctx context.Context, lk redlock.Locker, c *runConfig, r *runner, si
 	default:
 	}
 	if err != nil || sig != nil {
-		r.flight.quiesce(2 * c.effectiveNodeTimeout())
+		d := 2 * c.effectiveNodeTimeout()
+		if !end.IsZero() {
+			d = min(d, time.Until(end)/2) // the rest is for why's read
+		}
+		r.flight.quiesce(d)
 	}
 	if sig != nil {
 		if l != nil {
@@ -163,7 +177,7 @@ func acquire(ctx context.Context, lk redlock.Locker, c *runConfig, r *runner, si
 		return l, exitOK
 	}
 	if errors.Is(err, redlock.ErrInvalid) {
-		return nil, usageExit(libError(err), "redlock run", stderr)
+		return nil, usageExit(r.usageError(err), "redlock run", stderr)
 	}
 	var when string
 	switch {
@@ -172,9 +186,38 @@ func acquire(ctx context.Context, lk redlock.Locker, c *runConfig, r *runner, si
 	case c.wait.set:
 		when = fmt.Sprintf(" within %v", c.wait.d)
 	}
-	fmt.Fprintf(stderr, "redlock run: lock %q not obtained%s: %s\n", c.key, when, r.why(ctx, err))
-	fmt.Fprint(stderr, r.nodeLines(err))
+	wctx := ctx
+	if !end.IsZero() {
+		var cancelW context.CancelFunc
+		wctx, cancelW = context.WithDeadline(ctx, end)
+		defer cancelW()
+	}
+	why, now := r.why(wctx, err)
+	fmt.Fprintf(stderr, "redlock run: lock %q not obtained%s: %s\n", c.key, when, why)
+	fmt.Fprint(stderr, r.nodeLines(err, now))
 	return nil, c.conflictCode
+}
+
+// closeBy closes lk, waiting for its clean-up until end at the latest
+// when end is not zero: a bounded --wait ends by then, and what Close
+// leaves (a release to a stalled node) expires with the TTL, as it does
+// when Close gives up on it (see redlock.Client.Close).
+func closeBy(lk redlock.Locker, end time.Time) {
+	if end.IsZero() {
+		_ = lk.Close()
+		return
+	}
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		_ = lk.Close()
+	}()
+	t := time.NewTimer(time.Until(end))
+	defer t.Stop()
+	select {
+	case <-closed:
+	case <-t.C:
+	}
 }
 
 // releaseTries bounds the attempts to release the lock when nodes fail:

@@ -7,16 +7,12 @@ package main
 // `redlock run` exits with the command's own code when the command ran
 // under the lock to its end; a command killed by a signal gives 128+n.
 const (
-	// exitOK: success (status: every node answered; demo: no violation;
-	// chaos: every scenario passed).
+	// exitOK: success (status: every node answered).
 	exitOK = 0
-	// exitFailure: any other error (a node could not be started by demo,
-	// demo saw a violation, a chaos scenario failed its expectation, an
-	// unexpected I/O error).
+	// exitFailure: any other error (an unexpected I/O error).
 	exitFailure = 1
-	// exitUsage: bad flags, a bad or duplicate node URL, a bad TTL, an
-	// unknown chaos scenario (EX_USAGE). chaos.Command returns the same
-	// code (chaos.ExitUsage).
+	// exitUsage: bad flags, a bad or duplicate node URL, a bad TTL
+	// (EX_USAGE). redlock-lab uses the same code.
 	exitUsage = 64
 	// exitUnavailable: status could not reach every node (EX_UNAVAILABLE).
 	exitUnavailable = 69
@@ -41,14 +37,13 @@ const (
 // the same table.
 const exitCodesHelp = `Exit codes:
   0       run: the command succeeded under the lock; status: every node
-          answered; demo: no violation; chaos: every scenario passed
+          answered
   N       run: the command's own exit code, whatever it is; the codes 64,
           70, 75, 126 and 127 of redlock itself always come with a
           "redlock run: ..." line on stderr
-  1       status, demo, chaos: other failure (demo: a violation was seen;
-          chaos: a scenario failed its expectation)
-  64      usage error: bad flag, bad or duplicate node URL, bad TTL, unknown
-          chaos scenario (EX_USAGE)
+  1       status: other failure
+  64      usage error: bad flag, bad or duplicate node URL, bad TTL
+          (EX_USAGE)
   69      status: some node did not answer (EX_UNAVAILABLE)
   70      run: the lock was lost while the command ran; the command was
           sent SIGTERM, then SIGKILL after --grace

@@ -1,16 +1,22 @@
 // Command redlock holds Redlock distributed locks from the shell and
-// shows and exercises them.
+// shows who holds them. It is the lean command for production hosts: it
+// links the library and go-redis, and nothing of the chaos suite (Docker's
+// client, toxiproxy, Prometheus's client), which lives in redlock-lab
+// (module chaos, chaos/cmd/redlock-lab: `redlock-lab demo`,
+// `redlock-lab chaos`).
 //
-// Install it with
+// Build it from a clone with `make cli` (into bin/redlock), or
 //
-//	go install github.com/seed543a70bd/redlock/cmd/redlock@latest
+//	go build -C cmd/redlock -o bin/redlock .
+//
+// `go install github.com/seed543a70bd/redlock/cmd/redlock@latest` works
+// once a release is tagged (RELEASING.md): until then this module's
+// go.mod has replace lines, which go install refuses.
 //
 // Commands:
 //
 //	redlock run --nodes URL,... --key K [--ttl 30s] [-w D] [-E code] [--multi] -- command [args...]
 //	redlock status --nodes URL,... --key K [--key-prefix P]
-//	redlock demo [--workers 6] [--duration 10s] [--report report/demo]
-//	redlock chaos ...
 //	redlock version
 //	redlock help [command]
 //
@@ -37,10 +43,10 @@ const usage = `Usage: redlock <command> [flags]
 Commands:
   run      run a command while holding a lock, extending it, like flock(1)
   status   show, for each node, who holds a key, its PTTL and fence counter
-  demo     start 5 local redis-server nodes and show contending workers
-  chaos    run the chaos suite
   version  print the version
   help     print this help, or a command's: redlock help run
+
+The demo and the chaos suite are in redlock-lab (make demo, make chaos).
 
 Nodes are a comma-separated list of go-redis URLs, from --nodes or the
 REDLOCK_NODES variable:
@@ -82,10 +88,9 @@ func run(ctx context.Context, args []string, env func(string) string, stdout, st
 		return cmdRun(ctx, rest, env, stdout, stderr)
 	case "status":
 		return cmdStatus(ctx, rest, env, stdout, stderr)
-	case "demo":
-		return cmdDemo(ctx, rest, stdout, stderr)
-	case "chaos":
-		return cmdChaos(ctx, rest, stdout, stderr)
+	case "demo", "chaos":
+		fmt.Fprintf(stderr, "redlock: %q is a command of redlock-lab, apart from this production binary: make %s, or redlock-lab %s\n", cmd, cmd, cmd)
+		return exitUsage
 	case superviseCmd: // hidden: see supervise_unix.go
 		return cmdSupervise(rest, stderr)
 	case "version":
@@ -96,8 +101,8 @@ func run(ctx context.Context, args []string, env func(string) string, stdout, st
 	case "help", "-h", "--help", "-help":
 		if len(rest) > 0 && !isHelp(rest[0]) {
 			// Each command prints its own usage for -h: `redlock help
-			// run` is `redlock run -h`, on stdout.
-			return run(ctx, []string{rest[0], "-h"}, env, stdout, stdout)
+			// run` is `redlock run -h`.
+			return run(ctx, []string{rest[0], "-h"}, env, stdout, stderr)
 		}
 		fmt.Fprint(stdout, usage+exitCodesHelp)
 		return exitOK
@@ -127,13 +132,12 @@ architecture. 'redlock --version' prints the same.
 // every other command, rather than the version.
 func cmdVersion(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("redlock version")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stderr)
-			printUsage(fs, versionUsage)
+			printUsage(stdout, fs, versionUsage)
 			return exitOK
 		}
-		return usageExit(usagef("%v", err), "redlock version", stderr)
+		return usageExit(err, "redlock version", stderr)
 	}
 	if fs.NArg() > 0 {
 		return usageExit(usagef("unexpected argument %q", fs.Arg(0)), "redlock version", stderr)

@@ -54,7 +54,7 @@ func parseNodes(flag string, env func(string) string) ([]nodeSpec, error) {
 		}
 		spec := nodeSpec{url: shown, raw: raw, id: ns.ID, opts: ns.Opts, cluster: ns.Cluster, failover: ns.Failover}
 		if j, dup := seen[spec.id]; dup {
-			return nil, usagef("%s: node %d %q is node %d again (%s): each node must be a distinct Redis master", from, i+1, shown, j+1, spec.id)
+			return nil, usagef("%s: node %d %q is node %d %q again (%s): each node must be a distinct Redis master", from, i+1, shown, j+1, specs[j].url, spec.id)
 		}
 		seen[spec.id] = i
 		specs = append(specs, spec)

@@ -123,7 +123,7 @@ func (w *waitFlag) Set(s string) error {
 
 // newFlagSet returns a flag set whose errors come back to the caller
 // unprinted, so that usageExit prints them once, with the command's
-// prefix; -h prints the usage to stderr.
+// prefix; -h comes back as flag.ErrHelp, for printUsage.
 func newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -131,9 +131,9 @@ func newFlagSet(name string) *flag.FlagSet {
 	return fs
 }
 
-// parseRun parses the flags of `redlock run`. It returns flag.ErrHelp for
-// -h, or a usage error.
-func parseRun(args []string, env func(string) string, stderr io.Writer) (*runConfig, error) {
+// parseRun parses the flags of `redlock run`. For -h it prints the usage
+// to stdout and returns flag.ErrHelp; otherwise it returns a usage error.
+func parseRun(args []string, env func(string) string, stdout io.Writer) (*runConfig, error) {
 	var c runConfig
 	var nodes, guard string
 	fs := newFlagSet("redlock run")
@@ -152,13 +152,11 @@ func parseRun(args []string, env func(string) string, stderr io.Writer) (*runCon
 	fs.BoolVar(&c.fence, "fence", false, "also take a fencing token and pass it in REDLOCK_FENCE")
 	fs.BoolVar(&c.foreground, "foreground", false, "run the command in redlock's process group, so that it can read from the terminal; a lost lock then signals the command only, not its children")
 	fs.BoolVar(&c.verbose, "v", false, "report acquisition (with the token, as status's HOLDER shows it) and release on stderr")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stderr)
-			printUsage(fs, runUsage)
-			return nil, err
+			printUsage(stdout, fs, runUsage)
 		}
-		return nil, usagef("%v", err)
+		return nil, err
 	}
 	c.command = fs.Args()
 	switch {
@@ -226,7 +224,7 @@ func newLocker(clients []redis.UniversalClient, multi bool, opts []redlock.Optio
 // cmdRun implements `redlock run`.
 func cmdRun(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) int {
 	stdout, stderr = syncWriters(stdout, stderr)
-	c, err := parseRun(args, env, stderr)
+	c, err := parseRun(args, env, stdout)
 	if err != nil {
 		return usageExit(err, "redlock run", stderr)
 	}
@@ -243,6 +241,11 @@ func cmdRun(ctx context.Context, args []string, env func(string) string, stdout,
 	if c.keyPrefix != "" {
 		opts = append(opts, redlock.WithKeyPrefix(c.keyPrefix))
 	}
+	// A bounded --wait ends by end, exit included (see acquire).
+	var end time.Time
+	if c.wait.set && c.wait.d > 0 {
+		end = time.Now().Add(c.wait.d)
+	}
 	r := &runner{specs: c.nodes, flight: new(inflight), stored: c.keyPrefix + c.key,
 		probe: max(2*c.effectiveNodeTimeout(), 100*time.Millisecond)}
 	r.clients, err = newClients(c.nodes)
@@ -255,21 +258,30 @@ func cmdRun(ctx context.Context, args []string, env func(string) string, stdout,
 	defer closeAll(r.clients)
 	lk, err := newLocker(r.clients, c.multi, opts)
 	if err != nil {
-		return usageExit(libError(err), "redlock run", stderr)
+		return usageExit(r.usageError(err), "redlock run", stderr)
 	}
 	// Before the go-redis clients close: releases in flight are waited
 	// for and those that failed get one last attempt, so that the process
-	// leaves no key behind it can still remove.
-	defer lk.Close()
+	// leaves no key behind it can still remove; by the end of a bounded
+	// wait when the lock was not obtained.
+	obtained := false
+	defer func() {
+		if obtained {
+			_ = lk.Close()
+		} else {
+			closeBy(lk, end)
+		}
+	}()
 
 	sigs := make(chan os.Signal, 4)
 	stop := notifySignals(sigs)
 	defer stop()
 
-	l, code := acquire(ctx, lk, c, r, sigs, stderr)
+	l, code := acquire(ctx, lk, c, r, end, sigs, stderr)
 	if l == nil {
 		return code
 	}
+	obtained = true
 	if c.verbose {
 		fence := ""
 		if c.fence {
@@ -324,14 +336,17 @@ func supervise(ctx context.Context, l *redlock.Lock, c *runConfig, r *runner, si
 			kill.Stop()
 		}
 	}()
+	// terminate says why (which may end with a line per node) and, on a
+	// line of its own, what is done about it.
 	terminate := func(why string) {
 		lockDone, ctxDone = nil, nil
+		fmt.Fprintf(stderr, "redlock run: %s\n", why)
 		if c.grace == 0 {
-			fmt.Fprintf(stderr, "redlock run: %s; sending SIGKILL to the command\n", why)
+			fmt.Fprintln(stderr, "redlock run: sending SIGKILL to the command")
 			ch.signal(sigKill)
 			return
 		}
-		fmt.Fprintf(stderr, "redlock run: %s; sending SIGTERM to the command, SIGKILL in %v\n", why, c.grace)
+		fmt.Fprintf(stderr, "redlock run: sending SIGTERM to the command, SIGKILL in %v\n", c.grace)
 		ch.signal(sigTerm)
 		kill = time.NewTimer(c.grace)
 		killC = kill.C

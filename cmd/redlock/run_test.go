@@ -239,6 +239,11 @@ func TestRunLockLost(t *testing.T) {
 			if !strings.Contains(r.stderr, "lost") {
 				t.Errorf("want stderr to say the lock was lost, got:\n%s", r.stderr)
 			}
+			// What is done about it is a line of its own, not glued to
+			// the last node's line of the reason.
+			if !strings.Contains("\n"+r.stderr, "\nredlock run: sending SIGTERM to the command, SIGKILL in "+tc.grace+"\n") || strings.Contains(r.stderr, "; sending") {
+				t.Errorf("want \"redlock run: sending SIGTERM ...\" on a line of its own, got:\n%s", r.stderr)
+			}
 			if el := time.Since(killedAt); el > 10*time.Second {
 				t.Errorf("want the command ended within the TTL plus grace, took %v", el)
 			}
@@ -488,5 +493,22 @@ func TestRunLeavesNoKey(t *testing.T) {
 				t.Fatalf("run %d: want the key released on every node when redlock returns, node %d still holds %s", i, n+1, v)
 			}
 		}
+	}
+}
+
+// One server under two names (127.0.0.1 and localhost), which only the
+// library's identification of the nodes finds, is refused with both
+// nodes named by URL, as status and a URL given twice name them. Before,
+// run said "nodes 1 and 3 are the same server".
+func TestRunSameServerTwiceNamesBothURLs(t *testing.T) {
+	nodes, _, urls := cluster(t, 2)
+	alias := fmt.Sprintf("redis://localhost:%d", nodes[0].Port())
+	r := cli(t, nil, "run", "--nodes", urls+","+alias, "--key", testKey(t), "--", "true")
+	if r.code != exitUsage {
+		t.Fatalf("want exit %d, got %d; stderr:\n%s", exitUsage, r.code, r.stderr)
+	}
+	want := fmt.Sprintf(`redlock run: node 3 %q is node 1 %q again (the same server, run_id `, alias, "redis://"+nodes[0].Addr())
+	if !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "): each node must be a distinct Redis master") {
+		t.Errorf("want stderr containing %q, got:\n%s", want, r.stderr)
 	}
 }

@@ -50,13 +50,12 @@ func cmdStatus(ctx context.Context, args []string, env func(string) string, stdo
 	fs.StringVar(&key, "key", "", "the lock's key (required)")
 	fs.StringVar(&prefix, "key-prefix", "", "`prefix` of the keys on the nodes, as given to redlock run (default: $"+envKeyPrefix+")")
 	durationVar(fs, &timeout, "timeout", time.Second, "how long to wait for each node (a `duration`)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stderr)
-			printUsage(fs, statusUsage)
+			printUsage(stdout, fs, statusUsage)
 			return exitOK
 		}
-		return usageExit(usagef("%v", err), "redlock status", stderr)
+		return usageExit(err, "redlock status", stderr)
 	}
 	stored := keyPrefix(prefix, env) + key
 	var err error

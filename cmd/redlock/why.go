@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -34,8 +36,12 @@ func (r *runner) nodeName(i int) string {
 }
 
 // nodeLines lists the per-node outcome of a failed round, one indented
-// line per node that did not grant; "" for other errors.
-func (r *runner) nodeLines(err error) string {
+// line per node that did not grant; "" for other errors. now is what
+// each node held when read again after the round (why's read, index by
+// node), or nil: a node that was held or had not answered when the round
+// was decided is then described as read, as the summary counts it, so
+// that no line says "no answer" of a node counted as a holder's.
+func (r *runner) nodeLines(err error, now []nodeStatus) string {
 	var qe *redlock.QuorumError
 	if !errors.As(err, &qe) {
 		return ""
@@ -54,6 +60,18 @@ func (r *runner) nodeLines(err error) string {
 		case redlock.NodeFailed:
 			st = "failed: " + libError(n.Err).Error()
 		}
+		if n.Node >= 0 && n.Node < len(now) && n.Status != redlock.NodeFailed {
+			switch s := now[n.Node]; {
+			case s.err != nil:
+				st = "no answer"
+			case s.token != "":
+				st = "held by " + shortToken(s.token)
+			case n.Status == redlock.NodeTaken:
+				st = "held by another owner, free now"
+			default:
+				st = "free"
+			}
+		}
 		fmt.Fprintf(&b, "  %s: %s\n", r.nodeName(n.Node), st)
 	}
 	return b.String()
@@ -62,8 +80,10 @@ func (r *runner) nodeLines(err error) string {
 // why says why the lock could not be had: held by another owner (with
 // the token that holds a quorum of the nodes, when one does, as status
 // shows it), nodes unreachable, or the validity spent by slow nodes. It
-// reads the nodes again for the holder, each bounded by r.probe.
-func (r *runner) why(ctx context.Context, err error) string {
+// reads the nodes again for the holder, each bounded by r.probe and by
+// ctx, and then returns what each node held (for nodeLines); nil when it
+// did not read them.
+func (r *runner) why(ctx context.Context, err error) (string, []nodeStatus) {
 	var qe *redlock.QuorumError
 	taken, failed := 0, 0
 	if errors.As(err, &qe) {
@@ -79,20 +99,29 @@ func (r *runner) why(ctx context.Context, err error) string {
 	n, quorum := len(r.specs), len(r.specs)/2+1
 	switch {
 	case errors.Is(err, redlock.ErrExpired):
-		return "the nodes answered too slowly: no validity was left (--ttl too short for their latency?)"
+		return "the nodes answered too slowly: no validity was left (--ttl too short for their latency?)", nil
 	case errors.Is(err, redlock.ErrUnreachable) && taken == 0:
 		// A wait that --wait ended says its last completed attempt's
 		// reason too.
-		return fmt.Sprintf("nodes unreachable: %d of %d nodes failed, and %d must grant", failed, n, quorum)
+		return fmt.Sprintf("nodes unreachable: %d of %d nodes failed, and %d must grant", failed, n, quorum), nil
 	}
 	// Held (or the wait ended before any attempt completed): read who
 	// holds the key.
-	holders, down := r.holders(ctx)
+	now := r.read(ctx)
+	holders, down := map[string]int{}, 0
+	for _, s := range now {
+		switch {
+		case s.err != nil:
+			down++
+		case s.token != "":
+			holders[shortToken(s.token)]++
+		}
+	}
 	if len(holders) == 0 {
 		if down > 0 {
-			return fmt.Sprintf("nodes unreachable: %d of %d nodes did not answer, and %d must grant", down, n, quorum)
+			return fmt.Sprintf("nodes unreachable: %d of %d nodes did not answer, and %d must grant", down, n, quorum), now
 		}
-		return "held by another owner, free again now"
+		return "held by another owner, free again now", now
 	}
 	toks := make([]string, 0, len(holders))
 	for t := range holders {
@@ -114,13 +143,12 @@ func (r *runner) why(ctx context.Context, err error) string {
 	if down > 0 {
 		s += fmt.Sprintf("; %d of %d nodes unreachable", down, n)
 	}
-	return s
+	return s, now
 }
 
-// holders reads the key on every node, as status does, and returns the
-// short tokens found with their node counts, and how many nodes did not
-// answer.
-func (r *runner) holders(ctx context.Context) (map[string]int, int) {
+// read reads the key on every node, as status does, each bounded by
+// r.probe and ctx, and returns what each node said.
+func (r *runner) read(ctx context.Context) []nodeStatus {
 	res := make([]nodeStatus, len(r.clients))
 	var wg sync.WaitGroup
 	for i, c := range r.clients {
@@ -131,16 +159,7 @@ func (r *runner) holders(ctx context.Context) (map[string]int, int) {
 		}()
 	}
 	wg.Wait()
-	holders, down := map[string]int{}, 0
-	for _, s := range res {
-		switch {
-		case s.err != nil:
-			down++
-		case s.token != "":
-			holders[shortToken(s.token)]++
-		}
-	}
-	return holders, down
+	return res
 }
 
 // libError returns err with the library's "redlock: " prefixes removed:
@@ -151,6 +170,35 @@ func libError(err error) error {
 		return nil
 	}
 	return errors.New(strings.ReplaceAll(err.Error(), "redlock: ", ""))
+}
+
+// dupRe matches the library's duplicate-node errors (ErrDuplicateNode),
+// which number the nodes from 1: "duplicate node: nodes 1 and 3 are the
+// same server (run_id ...)", "... both address ...", "... are the same
+// client".
+var dupRe = regexp.MustCompile(`^duplicate node: nodes (\d+) and (\d+) (.*)$`)
+
+// usageError returns the usage error of a library error that is the
+// command line's fault (ErrInvalid), without the library's prefix. A
+// node given twice reads as parseNodes and status say it, with both
+// nodes named by URL.
+func (r *runner) usageError(err error) error {
+	msg := libError(err).Error()
+	m := dupRe.FindStringSubmatch(msg)
+	if m == nil || !errors.Is(err, redlock.ErrDuplicateNode) {
+		return usagef("%s", msg)
+	}
+	i, _ := strconv.Atoi(m[1])
+	j, _ := strconv.Atoi(m[2])
+	if i < 1 || j < 1 || i > len(r.specs) || j > len(r.specs) {
+		return usagef("%s", msg)
+	}
+	how := strings.TrimPrefix(m[3], "are ") // "the same client", "both address ..."
+	if a, b, ok := strings.Cut(how, " (run_id "); ok {
+		how = a + ", run_id " + strings.TrimSuffix(b, ")") // as status says it
+	}
+	return usagef("node %d %q is node %d %q again (%s): each node must be a distinct Redis master",
+		j, r.specs[j-1].url, i, r.specs[i-1].url, how)
 }
 
 // explain describes a library error in the CLI's terms: its causes once,
@@ -192,5 +240,5 @@ func (r *runner) explain(err error) string {
 		says = append(says, "not held")
 	}
 	return fmt.Sprintf("%s (%s: %d of %d nodes agreed, %d needed)\n%s",
-		strings.Join(says, ": "), qe.Op, qe.OK, len(qe.Nodes), qe.Quorum, strings.TrimSuffix(r.nodeLines(err), "\n"))
+		strings.Join(says, ": "), qe.Op, qe.OK, len(qe.Nodes), qe.Quorum, strings.TrimSuffix(r.nodeLines(err, nil), "\n"))
 }

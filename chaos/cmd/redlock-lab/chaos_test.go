@@ -10,10 +10,10 @@ import (
 	"github.com/seed543a70bd/redlock/chaos"
 )
 
-// `redlock chaos --list` and `redlock help chaos` reach package chaos
-// through the CLI and need no node.
+// `redlock-lab chaos --list` and `redlock-lab help chaos` reach package
+// chaos through the CLI and need no node.
 func TestChaosListAndHelp(t *testing.T) {
-	r := cli(t, nil, "chaos", "--list")
+	r := cli(t, "chaos", "--list")
 	if r.code != exitOK {
 		t.Fatalf("chaos --list: want exit 0, got %d; stderr:\n%s", r.code, r.stderr)
 	}
@@ -22,8 +22,8 @@ func TestChaosListAndHelp(t *testing.T) {
 			t.Errorf("chaos --list: want scenario %q listed, got:\n%s", name, r.stdout)
 		}
 	}
-	r = cli(t, nil, "help", "chaos")
-	if r.code != exitOK || !strings.Contains(r.stdout, "Usage: redlock chaos") || !strings.Contains(r.stdout, "-scenario") {
+	r = cli(t, "help", "chaos")
+	if r.code != exitOK || !strings.Contains(r.stdout, "Usage: redlock-lab chaos") || !strings.Contains(r.stdout, "--scenario") {
 		t.Errorf("help chaos: want exit 0 and the chaos flags, got %d:\n%s", r.code, r.stdout)
 	}
 }
@@ -38,14 +38,14 @@ func TestChaosUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--nope"}, "flag provided but not defined: -nope"},
-		{[]string{"--duration", "soon"}, `invalid value "soon" for flag -duration`},
+		{[]string{"--nope"}, "redlock-lab chaos: flag provided but not defined: --nope"},
+		{[]string{"--duration", "soon"}, `invalid value "soon" for flag --duration`},
 		{[]string{"--duration", "-1s"}, "--duration must not be negative"},
 		{[]string{"--scenario", "baseline,nope"}, "unknown scenario(s) nope"},
 		{[]string{"--backend", "vm"}, `unknown backend "vm"`},
 		{[]string{"stray"}, "unexpected arguments: stray"},
 	} {
-		r := cli(t, nil, append([]string{"chaos"}, tc.args...)...)
+		r := cli(t, append([]string{"chaos"}, tc.args...)...)
 		if r.code != exitUsage {
 			t.Errorf("chaos %s: want exit %d, got %d; stderr:\n%s", strings.Join(tc.args, " "), exitUsage, r.code, r.stderr)
 			continue
@@ -61,7 +61,7 @@ func TestChaosUsageErrors(t *testing.T) {
 func TestChaosRun(t *testing.T) {
 	dir := t.TempDir()
 	jsonFile, reportDir := filepath.Join(dir, "results.json"), filepath.Join(dir, "report")
-	r := cli(t, nil, "chaos", "--short", "--duration", "1s", "--scenario", "baseline", "--json", jsonFile, "--report", reportDir)
+	r := cli(t, "chaos", "--short", "--duration", "1s", "--scenario", "baseline", "--json", jsonFile, "--report", reportDir)
 	if r.code != exitOK {
 		t.Fatalf("want exit 0, got %d; stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}

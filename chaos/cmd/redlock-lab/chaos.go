@@ -9,10 +9,10 @@ import (
 	"github.com/seed543a70bd/redlock/chaos"
 )
 
-// cmdChaos implements `redlock chaos`: the chaos suite of package chaos
-// (see chaos.Command for its flags and docs/chaos.md). Bad flags exit
-// with exitUsage, as for every other command; chaos.Command returns the
-// same code. An interrupt (Ctrl-C) ends the run after the scenario in
+// cmdChaos implements `redlock-lab chaos`: the chaos suite of package
+// chaos (see chaos.Command for its flags and docs/chaos.md). Bad flags
+// exit with exitUsage, as for every other command; chaos.Command returns
+// the same code. An interrupt (Ctrl-C) ends the run after the scenario in
 // progress is cut short: its nodes are killed, and the summary, JSON and
 // report cover the scenarios run so far (exit 1).
 func cmdChaos(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -18,10 +18,11 @@ import (
 
 	"github.com/seed543a70bd/redlock"
 	"github.com/seed543a70bd/redlock/chaos"
+	"github.com/seed543a70bd/redlock/chaos/internal/cliflag"
 	"github.com/seed543a70bd/redlock/internal/redisnode"
 )
 
-const demoUsage = `Usage: redlock demo [--workers 6] [--duration 10s] [--report report/demo]
+const demoUsage = `Usage: redlock-lab demo [--workers 6] [--duration 10s] [--report report/demo]
 
 Start 5 local redis-server nodes (appendonly yes, appendfsync always), run
 workers that contend for one lock, kill a node while the lock is held and
@@ -62,32 +63,31 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var workers int
 	var dur time.Duration
 	var reportDir string
-	fs := newFlagSet("redlock demo")
+	fs := newFlagSet("redlock-lab demo")
 	fs.IntVar(&workers, "workers", 6, "contending workers")
-	durationVar(fs, &dur, "duration", 10*time.Second, "how long the workers run (a `duration`)")
-	fs.StringVar(&reportDir, "report", filepath.Join("report", "demo"), "directory for the HTML report (index.html)")
-	if err := fs.Parse(args); err != nil {
+	fs.DurationVar(&dur, "duration", 10*time.Second, "how long the workers run (a `duration`)")
+	fs.StringVar(&reportDir, "report", filepath.Join("report", "demo"), "`directory` for the HTML report (index.html)")
+	if err := cliflag.Parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stderr)
-			printUsage(fs, demoUsage)
+			printUsage(stdout, fs, demoUsage)
 			return exitOK
 		}
-		return usageExit(usagef("%v", err), "redlock demo", stderr)
+		return usageExit(err, "redlock-lab demo", stderr)
 	}
 	var err error
 	switch {
 	case workers < 2:
-		err = usagef("--workers %d: need at least 2 to contend", workers)
+		err = fmt.Errorf("--workers %d: need at least 2 to contend", workers)
 	case dur < time.Second:
-		err = usagef("--duration %v: need at least 1s", dur)
+		err = fmt.Errorf("--duration %v: need at least 1s", dur)
 	case fs.NArg() > 0:
-		err = usagef("unexpected argument %q", fs.Arg(0))
+		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if err != nil {
-		return usageExit(err, "redlock demo", stderr)
+		return usageExit(err, "redlock-lab demo", stderr)
 	}
 	if _, err := redisnode.LookPath(); err != nil {
-		fmt.Fprintf(stderr, "redlock demo: %v\n", err)
+		fmt.Fprintf(stderr, "redlock-lab demo: %v\n", err)
 		return exitFailure
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
@@ -95,7 +95,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	nodes, err := redisnode.StartN(demoNodes, redisnode.Options{AppendOnly: true})
 	if err != nil {
-		fmt.Fprintf(stderr, "redlock demo: %v\n", err)
+		fmt.Fprintf(stderr, "redlock-lab demo: %v\n", err)
 		return exitFailure
 	}
 	defer func() {
@@ -113,7 +113,11 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			MaxRetries: -1, DialerRetries: 1,
 		})
 	}
-	defer closeAll(clients)
+	defer func() {
+		for _, c := range clients {
+			_ = c.Close()
+		}
+	}()
 	fmt.Fprintf(stdout, "Started %d redis-server nodes (appendonly yes, appendfsync always): %s\n", len(nodes), strings.Join(addrs, " "))
 	fmt.Fprintf(stdout, "%d workers contend for %q (TTL %v) for %v; node %d will be killed while the lock is held, then restarted.\n\n", workers, demoKey, demoTTL, dur, demoVictim+1)
 
@@ -135,7 +139,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for w := range workers {
 		c, err := redlock.New(clients)
 		if err != nil {
-			fmt.Fprintf(stderr, "redlock demo: %v\n", err)
+			fmt.Fprintf(stderr, "redlock-lab demo: %v\n", err)
 			return exitFailure
 		}
 		wg.Add(1)
@@ -163,11 +167,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "  contended     %6d   (attempts that found the lock held)\n", d.contended.Load())
 	fmt.Fprintf(stdout, "  errors        %6d   (attempts that failed for other reasons)\n", d.failed.Load())
 	if p := d.lastErr.Load(); p != nil {
-		specs := make([]nodeSpec, len(addrs))
-		for i, a := range addrs {
-			specs[i] = nodeSpec{url: a}
-		}
-		last := (&runner{specs: specs}).explain(*p)
+		last := explain(*p, addrs)
 		fmt.Fprintf(stdout, "                         last: %s\n", strings.ReplaceAll(last, "\n", "\n                         "))
 	}
 	fmt.Fprintf(stdout, "  locks lost    %6d\n", d.lost.Load())
@@ -182,16 +182,16 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	path, err := d.writeReport(reportDir, h, violations, workers, addrs)
 	if err != nil {
-		fmt.Fprintf(stderr, "redlock demo: report: %v\n", err)
+		fmt.Fprintf(stderr, "redlock-lab demo: report: %v\n", err)
 		return exitFailure
 	}
 	fmt.Fprintf(stdout, "Report: %s\n", path)
 	switch {
 	case len(violations) > 0:
-		fmt.Fprintf(stderr, "redlock demo: %d violations\n", len(violations))
+		fmt.Fprintf(stderr, "redlock-lab demo: %d violations\n", len(violations))
 		return exitFailure
 	case d.acquired.Load() == 0:
-		fmt.Fprintln(stderr, "redlock demo: no worker obtained the lock")
+		fmt.Fprintln(stderr, "redlock-lab demo: no worker obtained the lock")
 		return exitFailure
 	}
 	return exitOK
@@ -219,6 +219,60 @@ func describe(h chaos.History, v chaos.Violation) string {
 	a, b := h.Sections[v.A], h.Sections[v.B]
 	return fmt.Sprintf("workers %d and %d both held the lock from %.3fs to %.3fs",
 		a.Client+1, b.Client+1, b.Acquired.Seconds(), min(a.End(), b.End()).Seconds())
+}
+
+// explain describes a failed attempt's error for the summary: its causes
+// and, for a round, the votes and a line per node that did not grant,
+// numbered from 1 and named by URL, as the redlock command says them.
+func explain(err error, urls []string) string {
+	causes := []struct {
+		err error
+		say string
+	}{
+		{redlock.ErrContended, "held by another owner"},
+		{redlock.ErrUnreachable, "nodes unreachable"},
+		{redlock.ErrExpired, "validity expired"},
+		{context.Canceled, "cancelled"},
+		{context.DeadlineExceeded, "deadline exceeded"},
+	}
+	var says []string
+	for _, c := range causes {
+		if errors.Is(err, c.err) {
+			says = append(says, c.say)
+		}
+	}
+	var qe *redlock.QuorumError
+	if !errors.As(err, &qe) {
+		if len(says) == 0 {
+			return strings.ReplaceAll(err.Error(), "redlock: ", "")
+		}
+		return strings.Join(says, ": ")
+	}
+	if len(says) == 0 {
+		says = append(says, "not held")
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s (%s: %d of %d nodes agreed, %d needed)", strings.Join(says, ": "), qe.Op, qe.OK, len(qe.Nodes), qe.Quorum)
+	for _, n := range qe.Nodes {
+		if n.Status == redlock.NodeOK {
+			continue
+		}
+		st := n.Status.String()
+		switch n.Status {
+		case redlock.NodeTaken:
+			st = "held by another owner"
+		case redlock.NodePending:
+			st = "no answer before the outcome was decided"
+		case redlock.NodeFailed:
+			st = "failed: " + strings.ReplaceAll(fmt.Sprint(n.Err), "redlock: ", "")
+		}
+		name := fmt.Sprintf("node %d", n.Node+1)
+		if n.Node >= 0 && n.Node < len(urls) {
+			name += " (" + urls[n.Node] + ")"
+		}
+		fmt.Fprintf(&b, "\n  %s: %s", name, st)
+	}
+	return b.String()
 }
 
 // sleepCtx sleeps for d or until ctx is done; it reports whether it slept.

@@ -30,7 +30,7 @@ The demo kills node {{.Victim}} while the lock is held, then restarts it: see Fa
 <h2>Faults</h2><ul>{{range .Events}}<li>{{.}}</li>{{else}}<li>none</li>{{end}}</ul>
 <h2>Timeline</h2>
 {{.Legend}}
-<p class="doc">Client <i>n</i> is worker <i>n</i>; node <i>n</i> is the <i>n</i>th node above.</p>
+<p class="doc">Node <i>n</i> is the <i>n</i>th node above.</p>
 {{.SVG}}
 `))
 
@@ -40,6 +40,7 @@ var faultVerbs = map[chaos.EventKind]string{chaos.EventKill: "killed", chaos.Eve
 // writeReport writes dir/index.html for the run recorded in h, with the
 // violations vs found in it, and returns its path.
 func (d *demoRun) writeReport(dir string, h chaos.History, vs []chaos.Violation, workers int, nodes []string) (string, error) {
+	o := chaos.TimelineOptions{Nodes: len(nodes), Found: vs, OneBased: true, Client: "worker"}
 	data := struct {
 		Workers, Quorum, Victim, Violations                   int
 		Key                                                   string
@@ -58,8 +59,8 @@ func (d *demoRun) writeReport(dir string, h chaos.History, vs []chaos.Violation,
 		// draws them, and the workers record each attempt they count.
 		Ticks: chaos.CountFailed(h),
 		// Both come from package chaos, which escapes what they quote.
-		Legend: template.HTML(chaos.TimelineLegendFor(h)),
-		SVG:    template.HTML(chaos.TimelineSVG(h, chaos.TimelineOptions{Nodes: len(nodes), Found: vs, OneBased: true})),
+		Legend: template.HTML(chaos.TimelineLegendFor(h, o)),
+		SVG:    template.HTML(chaos.TimelineSVG(h, o)),
 	}
 	for _, e := range h.Events {
 		verb := faultVerbs[e.Kind]
@@ -79,7 +80,7 @@ func (d *demoRun) writeReport(dir string, h chaos.History, vs []chaos.Violation,
 	if err := reportTmpl.Execute(&b, data); err != nil {
 		return "", err
 	}
-	if err := chaos.WritePage(dir, "redlock demo", b.String()); err != nil {
+	if err := chaos.WritePage(dir, "redlock-lab demo", b.String()); err != nil {
 		return "", err
 	}
 	return filepath.Join(dir, "index.html"), nil
