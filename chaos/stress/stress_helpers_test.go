@@ -2,6 +2,7 @@ package stress_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -207,6 +208,12 @@ func newStressRun(t *testing.T, seed int64, d time.Duration, families map[string
 				opts = append(opts, redlock.WithRestartGuard(stressGuard), redlock.WithObserver(guardObserver{s: s, name: name}))
 			}
 			c, err := redlock.New(nodes, opts...)
+			if err != nil && spec.guard && spec.clone && errors.Is(err, redlock.ErrInvalid) {
+				// Refusing the guard where it cannot watch the dials
+				// is not silently turning it off.
+				t.Logf("stress: %s refused by New: %v", name, err)
+				continue
+			}
 			if err != nil {
 				t.Fatalf("redlock.New for the %s family's Client %d: %v", famClone, i, err)
 			}
@@ -748,6 +755,9 @@ func (s *stressRun) report(d time.Duration, h chaos.History, left int) {
 	s.t.Logf("stress: seed %d, workload %v, %d workers, %d nodes, families %s", s.seed, d, stressWorkers, stressNodes, *stressOps)
 	s.t.Logf("stress: operations: %s", counts(s.ops))
 	s.t.Logf("stress: faults: %s", counts(s.faults))
+	if s.families[famResume] {
+		s.t.Logf("stress: AutoExtends resumed on a live lock %d, of which extended after resuming %d", s.resumed, s.resumedExtended)
+	}
 	s.t.Logf("stress: holds checked %d (%s), fenced writes %d, keys left after quiescence %d, failures %d",
 		len(h.Sections), counts(holdsByMode(h.Sections)), len(h.Writes), left, len(s.failures))
 }
