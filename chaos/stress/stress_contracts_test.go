@@ -340,8 +340,8 @@ func (s *stressRun) checkLearned(h *stressHold, op, by string, err error) {
 	l := h.l
 	v, closed, lerr := l.Validity(), isClosed(l.Done()), l.Err()
 	if v > 0 || !closed || lerr == nil {
-		s.failf("worker %d: %s: once %s learned that the lock cannot be held on a quorum (%d of %d nodes: key gone or another owner's), want at once Validity <= 0, Done closed and Err set, got Validity %v, Done closed %v, Err %v (%s)",
-			h.worker, op, by, taken(qe), len(qe.Nodes), v.Round(time.Millisecond), closed, lerr, h)
+		s.failf("worker %d: %s: once %s learned that the lock cannot be held on a quorum (key gone or another owner's on %d of %d nodes, %d needed), want at once Validity <= 0, Done closed and Err set, got Validity %v, Done closed %v, Err %v (%s)",
+			h.worker, op, by, taken(qe), len(qe.Nodes), qe.Quorum, v.Round(time.Millisecond), closed, lerr, h)
 	}
 }
 
