@@ -2,6 +2,7 @@ package stress_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -76,7 +77,16 @@ type stressRun struct {
 	network  []*redis.Client // the go-redis clients through the proxies
 	baseline goleak.Option   // the goroutines after set-up
 
+	families map[string]bool // the families of -stress.ops turned on (stress_contracts_test.go)
+	burstLk  *redlock.Client // the burst family's Client: nodes dialled directly, node timeout stressBurstTimeout
+
+	// calm is held for reading by every worker's step and every fault,
+	// and for writing by a burst, which so has healthy nodes and the
+	// machine to itself.
+	calm sync.RWMutex
+
 	prefix         string
+	xprefix        string // keys the families write by hand, outside the leftover check; purged at the end
 	plain, fenced  []string
 	groups         [][]string
 	pathRoot       string   // the root of the path tree of folder locks
@@ -92,6 +102,12 @@ type stressRun struct {
 	holds    map[string]*stressHold     // by token
 	open     map[*stressHold]struct{}   // acquired and not yet unlocked
 	fresh    int                        // fresh keys used so far
+
+	restarts        map[int][]restart // per node, for the restart guard's check
+	guardVotes      map[string]int    // per guarded Client: votes the guard should have refused
+	guardFirst      map[string]string // and the first of them
+	resumed         int               // AutoExtends resumed on a live lock
+	resumedExtended int               // of which extended after resuming
 }
 
 // newStressRun starts the nodes, proxies, go-redis clients and lockers.
@@ -102,16 +118,19 @@ type stressRun struct {
 // go backwards) and which lets a killed node come back at once instead of
 // after the longest TTL, as it must without persistence. Their data lives
 // on tmpfs where there is one, where fsync costs nothing.
-func newStressRun(t *testing.T, seed int64, d time.Duration) *stressRun {
+func newStressRun(t *testing.T, seed int64, d time.Duration, families map[string]bool) *stressRun {
 	t.Helper()
 	s := &stressRun{
-		t: t, seed: seed, dur: d,
-		clock:  chaos.NewClock(),
-		ops:    map[string]int{},
-		faults: map[string]int{},
-		downs:  map[int][][2]time.Duration{},
-		holds:  map[string]*stressHold{},
-		open:   map[*stressHold]struct{}{},
+		t: t, seed: seed, dur: d, families: families,
+		clock:      chaos.NewClock(),
+		ops:        map[string]int{},
+		faults:     map[string]int{},
+		downs:      map[int][][2]time.Duration{},
+		holds:      map[string]*stressHold{},
+		open:       map[*stressHold]struct{}{},
+		restarts:   map[int][]restart{},
+		guardVotes: map[string]int{},
+		guardFirst: map[string]string{},
 	}
 	s.rec = chaos.NewRecorder(s.clock)
 	s.nodes = redistest.NodesWith(t, stressNodes, redisnode.Options{Dir: stressDataDir(t), AppendOnly: true})
@@ -144,6 +163,14 @@ func newStressRun(t *testing.T, seed int64, d time.Duration) *stressRun {
 		}
 		return proxied
 	}
+	// WithTimeout clones share their parent's pool, and so its dials.
+	clones := func(of []redis.UniversalClient) []redis.UniversalClient {
+		out := make([]redis.UniversalClient, len(of))
+		for i, c := range of {
+			out[i] = c.(*redis.Client).WithTimeout(time.Second)
+		}
+		return out
+	}
 
 	// Node timeouts from 1ms up to the default: tiny ones lose most
 	// rounds and leave late grants to clean up.
@@ -158,6 +185,57 @@ func newStressRun(t *testing.T, seed int64, d time.Duration) *stressRun {
 		s.quorum = append(s.quorum, &stressLocker{name: spec.name("client", i), acq: c, client: c, nodeTimeout: spec.nodeTimeout})
 		s.addCloser(c)
 	}
+	if families[famClone] {
+		// The restart guard watches the dials of the nodes' clients,
+		// so its Clients dial the nodes directly; one over the plain
+		// clients, one over clones, and an unguarded one over clones of
+		// the proxied clients.
+		for i, spec := range []struct {
+			stressSpec
+			guard, clone bool
+		}{
+			{stressSpec{0, true}, true, true}, {stressSpec{20 * time.Millisecond, true}, true, false}, {stressSpec{5 * time.Millisecond, false}, false, true},
+		} {
+			nodes := clients(spec.handoff)
+			name := spec.name("client", len(s.quorum))
+			if spec.clone {
+				nodes = clones(nodes)
+				name = strings.TrimSuffix(name, ")") + ", WithTimeout clones)"
+			}
+			opts := spec.opts()
+			if spec.guard {
+				name = strings.TrimSuffix(name, ")") + fmt.Sprintf(", restart guard %v)", stressGuard)
+				opts = append(opts, redlock.WithRestartGuard(stressGuard), redlock.WithObserver(guardObserver{s: s, name: name}))
+			}
+			c, err := redlock.New(nodes, opts...)
+			if err != nil && spec.guard && spec.clone && errors.Is(err, redlock.ErrInvalid) {
+				// Refusing the guard where it cannot watch the dials
+				// is not silently turning it off.
+				t.Logf("stress: %s refused by New: %v", name, err)
+				continue
+			}
+			if err != nil {
+				t.Fatalf("redlock.New for the %s family's Client %d: %v", famClone, i, err)
+			}
+			s.quorum = append(s.quorum, &stressLocker{name: name, acq: c, client: c, nodeTimeout: spec.nodeTimeout})
+			s.addCloser(c)
+		}
+	}
+	if families[famBurst] {
+		// Clients of its own, so that a burst's queue is no other's.
+		var own []redis.UniversalClient
+		for _, nd := range s.nodes {
+			c := redis.NewClient(&redis.Options{Addr: nd.Addr(), ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})
+			t.Cleanup(func() { _ = c.Close() })
+			own = append(own, c)
+		}
+		c, err := redlock.New(own, redlock.WithNodeTimeout(stressBurstTimeout), redlock.WithHandoff(false))
+		if err != nil {
+			t.Fatalf("redlock.New for the bursts: %v", err)
+		}
+		s.burstLk = c
+		s.addCloser(c)
+	}
 	for i, spec := range []stressSpec{{20 * time.Millisecond, false}, {0, true}, {5 * time.Millisecond, false}} {
 		m, err := redlock.NewMultiLock(clients(spec.handoff), spec.opts()...)
 		if err != nil {
@@ -169,6 +247,7 @@ func newStressRun(t *testing.T, seed int64, d time.Duration) *stressRun {
 	t.Cleanup(s.closeLockers)
 
 	s.prefix = key(t) + ":"
+	s.xprefix = strings.TrimSuffix(s.prefix, ":") + "~x:"
 	for i := range 4 {
 		s.plain = append(s.plain, fmt.Sprintf("%sk%d", s.prefix, i))
 	}
@@ -279,6 +358,9 @@ func (s *stressRun) run(d time.Duration) bool {
 	injectors.Go(func() {
 		s.latencyFaults(ctx, rand.New(rand.NewPCG(uint64(s.seed), 1001)), []int{2, 3})
 	})
+	if s.families[famBurst] {
+		injectors.Go(func() { s.bursts(ctx, rand.New(rand.NewPCG(uint64(s.seed), 1002))) })
+	}
 	<-ctx.Done()
 	if !waitGroup(&injectors, stressHangAfter) {
 		s.failf("hang: fault injectors had not healed the nodes %v after the workload ended", stressHangAfter)
@@ -293,15 +375,27 @@ func (s *stressRun) processFaults(ctx context.Context, rng *rand.Rand, nodes []i
 		i := nodes[rng.IntN(len(nodes))]
 		nd := s.nodes[i]
 		down := 50*time.Millisecond + time.Duration(rng.Int64N(int64(1450*time.Millisecond)))
+		kill := rng.IntN(2) == 0
+		if !s.calmRLock(ctx) {
+			return
+		}
 		from := s.clock.Now()
-		if rng.IntN(2) == 0 {
+		if kill {
 			s.fault("kill", i, chaos.EventKill, "")
 			if err := nd.Kill(); err != nil {
+				s.calm.RUnlock()
 				s.failf("killing node %d: %v", i, err)
 				return
 			}
+			s.mu.Lock()
+			s.restarts[i] = append(s.restarts[i], restart{killed: s.clock.Now(), restarting: -1})
+			s.mu.Unlock()
 			sleepCtx(ctx, down) // no data is lost: no need to outwait the TTLs
+			s.mu.Lock()
+			s.restarts[i][len(s.restarts[i])-1].restarting = s.clock.Now()
+			s.mu.Unlock()
 			if err := nd.Restart(); err != nil {
+				s.calm.RUnlock()
 				s.failf("restarting node %d: %v", i, err)
 				return
 			}
@@ -309,11 +403,13 @@ func (s *stressRun) processFaults(ctx context.Context, rng *rand.Rand, nodes []i
 		} else {
 			s.fault("pause", i, chaos.EventPause, "")
 			if err := nd.Pause(); err != nil {
+				s.calm.RUnlock()
 				s.failf("pausing node %d: %v", i, err)
 				return
 			}
 			sleepCtx(ctx, down)
 			if err := nd.Resume(); err != nil {
+				s.calm.RUnlock()
 				s.failf("resuming node %d: %v", i, err)
 				return
 			}
@@ -322,6 +418,7 @@ func (s *stressRun) processFaults(ctx context.Context, rng *rand.Rand, nodes []i
 		s.mu.Lock()
 		s.downs[i] = append(s.downs[i], [2]time.Duration{from, s.clock.Now()})
 		s.mu.Unlock()
+		s.calm.RUnlock()
 	}
 }
 
@@ -335,18 +432,34 @@ func (s *stressRun) latencyFaults(ctx context.Context, rng *rand.Rand, nodes []i
 	for sleepCtx(ctx, 100*time.Millisecond+time.Duration(rng.Int64N(int64(900*time.Millisecond)))) {
 		i := nodes[rng.IntN(len(nodes))]
 		d := delays[rng.IntN(len(delays))]
-		s.fault("latency", i, chaos.EventSlow, fmt.Sprintf("latency %v", d))
-		if err := s.proxies[i].SetLatency(d, d/10); err != nil {
-			s.failf("slowing node %d: %v", i, err)
+		slow := 100*time.Millisecond + time.Duration(rng.Int64N(int64(1900*time.Millisecond)))
+		if !s.calmRLock(ctx) {
 			return
 		}
-		sleepCtx(ctx, 100*time.Millisecond+time.Duration(rng.Int64N(int64(1900*time.Millisecond))))
-		if err := s.proxies[i].SetLatency(0, 0); err != nil {
-			s.failf("healing node %d: %v", i, err)
+		s.fault("latency", i, chaos.EventSlow, fmt.Sprintf("latency %v", d))
+		err := s.proxies[i].SetLatency(d, d/10)
+		if err == nil {
+			sleepCtx(ctx, slow)
+			err = s.proxies[i].SetLatency(0, 0)
+		}
+		s.calm.RUnlock()
+		if err != nil {
+			s.failf("slowing or healing node %d: %v", i, err)
 			return
 		}
 		s.rec.Event(i, chaos.EventHeal, "")
 	}
+}
+
+// calmRLock takes calm for reading, as a step or a fault does, and
+// reports whether ctx is still live then; it holds calm only if so.
+func (s *stressRun) calmRLock(ctx context.Context) bool {
+	s.calm.RLock()
+	if ctx.Err() != nil {
+		s.calm.RUnlock()
+		return false
+	}
+	return true
 }
 
 // fault counts and records the start of a fault on node i.
@@ -409,11 +522,14 @@ func (s *stressRun) holdEnded(h *stressHold) {
 
 // replay returns the command that replays this run's choices.
 func (s *stressRun) replay() string {
-	cmd := fmt.Sprintf("go test -race -run '^TestStress$' -stress.seed %d", s.seed)
+	cmd := fmt.Sprintf("go test -race -run '^TestStress$' ./stress -args -stress.seed=%d", s.seed)
 	if s.dur != 30*time.Second {
-		cmd += fmt.Sprintf(" -stress %v", s.dur)
+		cmd += fmt.Sprintf(" -stress=%v", s.dur)
 	}
-	return cmd + " ."
+	if *stressOps != "all" {
+		cmd += fmt.Sprintf(" -stress.ops=%s", *stressOps)
+	}
+	return cmd
 }
 
 // seedNote is appended to every failure message.
@@ -636,9 +752,12 @@ func (s *stressRun) checkGoroutines() {
 func (s *stressRun) report(d time.Duration, h chaos.History, left int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.t.Logf("stress: seed %d, workload %v, %d workers, %d nodes", s.seed, d, stressWorkers, stressNodes)
+	s.t.Logf("stress: seed %d, workload %v, %d workers, %d nodes, families %s", s.seed, d, stressWorkers, stressNodes, *stressOps)
 	s.t.Logf("stress: operations: %s", counts(s.ops))
 	s.t.Logf("stress: faults: %s", counts(s.faults))
+	if s.families[famResume] {
+		s.t.Logf("stress: AutoExtends resumed on a live lock %d, of which extended after resuming %d", s.resumed, s.resumedExtended)
+	}
 	s.t.Logf("stress: holds checked %d (%s), fenced writes %d, keys left after quiescence %d, failures %d",
 		len(h.Sections), counts(holdsByMode(h.Sections)), len(h.Writes), left, len(s.failures))
 }
