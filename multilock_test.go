@@ -411,7 +411,7 @@ func TestMultiLockRejects(t *testing.T) {
 	}{
 		{"multi empty key", one(ml.TryLock, ctx, "", time.Second), []error{redlock.ErrInvalid}, "empty key"},
 		{"multi empty key Lock", one(ml.Lock, ctx, "", time.Second), []error{redlock.ErrInvalid}, "empty key"},
-		{"multi zero ttl", one(ml.TryLock, ctx, k, 0), []error{redlock.ErrInvalid}, "ttl 0s"},
+		{"multi zero ttl", one(ml.TryLock, ctx, k, 0), []error{redlock.ErrInvalid}, "ttl must be positive, got 0s"},
 		{"multi tiny ttl", one(ml.Lock, ctx, k, 2*time.Millisecond), []error{redlock.ErrInvalid}, "leaves no validity"},
 		{"multi nil ctx", one(ml.TryLock, nilCtx, k, time.Second), []error{redlock.ErrInvalid}, "nil context"},
 		{"multi cancelled", one(ml.TryLock, cancelled, k, time.Second), []error{redlock.ErrNotObtained, context.Canceled}, "canceled"},
@@ -444,7 +444,7 @@ func TestMultiLockRejects(t *testing.T) {
 				{p + "no keys", many(fn.f, ctx, []string{}, time.Second), []error{redlock.ErrInvalid}, "no keys"},
 				{p + "empty key", many(fn.f, ctx, []string{k, ""}, time.Second), []error{redlock.ErrInvalid}, "empty key at index 1"},
 				{p + "duplicate", many(fn.f, ctx, []string{k, k + ":b", k}, time.Second), []error{redlock.ErrInvalid}, fmt.Sprintf("duplicate key %q at indexes 0 and 2", k)},
-				{p + "zero ttl", many(fn.f, ctx, []string{k}, 0), []error{redlock.ErrInvalid}, "ttl 0s"},
+				{p + "zero ttl", many(fn.f, ctx, []string{k}, 0), []error{redlock.ErrInvalid}, "ttl must be positive, got 0s"},
 				{p + "nil ctx", many(fn.f, nilCtx, []string{k}, time.Second), []error{redlock.ErrInvalid}, "nil context"},
 				{p + "bad option", many(fn.f, ctx, []string{k}, time.Second, redlock.WithMaxTries(-1)), []error{redlock.ErrInvalid}, "max tries"},
 				{p + "cancelled", many(fn.f, cancelled, []string{k}, time.Second), []error{redlock.ErrNotObtained, context.Canceled}, "canceled"},

@@ -299,6 +299,9 @@ func (c *Client) check(ctx context.Context, ttl time.Duration, cfg *config) erro
 	if ctx == nil {
 		return invalidf("nil context")
 	}
+	if ttl <= 0 {
+		return invalidf("ttl must be positive, got %v", ttl)
+	}
 	if !checkTTL(ttl, cfg.driftFactor) {
 		return invalidf("ttl %v leaves no validity after drift %v (need at least %v)", ttl, drift(max(ttl, 0), cfg.driftFactor), MinValidity)
 	}

@@ -66,8 +66,8 @@ func TestCallRejects(t *testing.T) {
 	}{
 		{"empty key", func() error { _, err := c.TryLock(ctx, "", time.Second); return err }, []error{redlock.ErrInvalid}, "empty key"},
 		{"empty key Lock", func() error { _, err := c.Lock(ctx, "", time.Second); return err }, []error{redlock.ErrInvalid}, "empty key"},
-		{"zero ttl", func() error { _, err := c.TryLock(ctx, "k", 0); return err }, []error{redlock.ErrInvalid}, "ttl 0s"},
-		{"negative ttl", func() error { _, err := c.Lock(ctx, "k", -time.Second); return err }, []error{redlock.ErrInvalid}, "ttl -1s"},
+		{"zero ttl", func() error { _, err := c.TryLock(ctx, "k", 0); return err }, []error{redlock.ErrInvalid}, "ttl must be positive, got 0s"},
+		{"negative ttl", func() error { _, err := c.Lock(ctx, "k", -time.Second); return err }, []error{redlock.ErrInvalid}, "ttl must be positive, got -1s"},
 		{"tiny ttl", func() error { _, err := c.TryLock(ctx, "k", 2*time.Millisecond); return err }, []error{redlock.ErrInvalid}, "leaves no validity"},
 		{"nil ctx", func() error { _, err := c.TryLock(nilCtx, "k", time.Second); return err }, []error{redlock.ErrInvalid}, "nil context"},
 		{"cancelled ctx", func() error { _, err := c.TryLock(cancelled, "k", time.Second); return err }, []error{redlock.ErrNotObtained, context.Canceled}, "canceled"},
