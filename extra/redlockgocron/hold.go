@@ -1,0 +1,80 @@
+package redlockgocron
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync/atomic"
+	"time"
+
+	"github.com/seed543a70bd/redlock"
+)
+
+// hold is one run's lock: won by TryLock, auto-extended until release,
+// and released no sooner than minHold after it was won.
+type hold struct {
+	lock     *redlock.Lock
+	stop     context.CancelFunc // ends the auto-extension's ctx
+	won      time.Time
+	minHold  time.Duration
+	released atomic.Bool
+}
+
+// acquire makes one attempt at key and starts its auto-extension. The
+// extension's ctx keeps ctx's values but not its cancellation: a job whose
+// ctx is cancelled (a scheduler shutting down) may still be finishing, and
+// its lock must last until it has.
+func acquire(ctx context.Context, locker redlock.Locker, key string, ttl, minHold time.Duration, opts []redlock.Option) (*hold, error) {
+	lock, err := locker.TryLock(ctx, key, ttl, opts...)
+	if err != nil {
+		return nil, err
+	}
+	ext, stop := context.WithCancel(context.WithoutCancel(ctx))
+	if err := lock.AutoExtend(ext); err != nil {
+		stop()
+		_ = lock.Unlock(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return &hold{lock: lock, stop: stop, won: time.Now(), minHold: minHold}, nil
+}
+
+// release ends the hold. Before minHold has passed since the lock was won
+// it returns at once and leaves the lock held, still auto-extended, until
+// then: a replica whose timer fires a little later for the same tick finds
+// the key taken instead of free. It returns the loss when the lock was
+// lost while held (an error matching redlock.ErrLockLost), else Unlock's
+// error; a release deferred by minHold reports neither.
+func (h *hold) release(ctx context.Context) error {
+	if !h.released.CompareAndSwap(false, true) {
+		return fmt.Errorf("redlockgocron: %w", redlock.ErrReleased)
+	}
+	ctx = context.WithoutCancel(ctx)
+	lost := h.lock.Err()
+	if wait := h.minHold - time.Since(h.won); wait > 0 && lost == nil {
+		time.AfterFunc(wait, func() {
+			_ = h.lock.Unlock(ctx)
+			h.stop()
+		})
+		return nil
+	}
+	err := h.lock.Unlock(ctx)
+	h.stop()
+	if lost != nil {
+		return lost
+	}
+	return err
+}
+
+// isNil reports whether v is nil or an interface holding a nil pointer
+// (a nil *redlock.Client), whose methods would fail on every run.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice:
+		return rv.IsNil()
+	}
+	return false
+}
