@@ -26,7 +26,7 @@ redis:
 # the library alone; see README "Modules"). bench/ is apart: `make bench`.
 # Each module's go test ./... covers its commands too: chaos's covers
 # chaos/cmd/redlock-lab.
-MODULES = . chaos cmd/redlock extra/redlockotel extra/redlockprom
+MODULES = . chaos cmd/redlock extra/redlockotel extra/redlockprom extra/redlockgocron extra/redlockcron
 
 # -p 1: one test binary at a time, so that the chaos suite's latency
 # checks and the stress test do not run beside each other on 2 cores.

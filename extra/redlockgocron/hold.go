@@ -2,6 +2,7 @@ package redlockgocron
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync/atomic"
@@ -10,7 +11,7 @@ import (
 	"github.com/seed543a70bd/redlock"
 )
 
-// hold is one run's lock: won by TryLock, auto-extended until release,
+// hold is one run's lock: won by obtain, auto-extended until release,
 // and released no sooner than minHold after it was won.
 type hold struct {
 	lock     *redlock.Lock
@@ -20,12 +21,12 @@ type hold struct {
 	released atomic.Bool
 }
 
-// acquire makes one attempt at key and starts its auto-extension. The
+// acquire obtains key and starts its auto-extension. The
 // extension's ctx keeps ctx's values but not its cancellation: a job whose
 // ctx is cancelled (a scheduler shutting down) may still be finishing, and
 // its lock must last until it has.
 func acquire(ctx context.Context, locker redlock.Locker, key string, ttl, minHold time.Duration, opts []redlock.Option) (*hold, error) {
-	lock, err := locker.TryLock(ctx, key, ttl, opts...)
+	lock, err := obtain(ctx, locker, key, ttl, minHold, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -36,6 +37,33 @@ func acquire(ctx context.Context, locker redlock.Locker, key string, ttl, minHol
 		return nil, err
 	}
 	return &hold{lock: lock, stop: stop, won: time.Now(), minHold: minHold}, nil
+}
+
+// obtain makes one attempt at key and, when it finds the key held by
+// another owner and minHold is positive, retries for a quarter of minHold
+// from the first attempt's start. Replicas whose timers fire at the same
+// instant can split the nodes' votes so that none wins (each attempt then
+// reads as contended); the retries, jittered, let one of them win. They
+// end well before a winner's minimum hold does, so they cannot take the
+// tick a winner already ran: the spread of timers a tick tolerates is
+// three quarters of minHold.
+func obtain(ctx context.Context, locker redlock.Locker, key string, ttl, minHold time.Duration, opts []redlock.Option) (*redlock.Lock, error) {
+	begin := time.Now()
+	lock, err := locker.TryLock(ctx, key, ttl, opts...)
+	window := minHold / 4
+	delay := window / 4
+	if err == nil || delay <= 0 || !errors.Is(err, redlock.ErrContended) {
+		return lock, err
+	}
+	wctx, cancel := context.WithDeadline(ctx, begin.Add(window))
+	defer cancel()
+	if wctx.Err() != nil {
+		return nil, err
+	}
+	// The caller's options come last, so that they win. No hand-off: a
+	// winner's release comes after the window.
+	retry := append([]redlock.Option{redlock.WithRetryDelay(delay), redlock.WithHandoff(false)}, opts...)
+	return locker.Lock(wctx, key, ttl, retry...)
 }
 
 // release ends the hold. Before minHold has passed since the lock was won

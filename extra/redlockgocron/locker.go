@@ -41,17 +41,20 @@ import (
 const MinTTL = 100 * time.Millisecond
 
 // DefaultMinHold is the default of WithMinHold: half a second, half the
-// shortest interval of a cron schedule with seconds, so that replicas whose
-// timers fire up to that far apart still run each tick once.
+// shortest interval of a cron schedule with seconds: replicas whose timers
+// fire up to 375ms apart still run each tick once, and a run does not
+// hold off the next second's.
 const DefaultMinHold = 500 * time.Millisecond
 
 // Locker is a gocron.Locker whose locks are Redlock locks of a
 // redlock.Locker (a *redlock.Client or *redlock.MultiLock). It is safe for
 // concurrent use, and one Locker may serve several schedulers.
 //
-// Lock makes one attempt (TryLock): a replica that finds the job's key
-// held skips the run rather than wait, since waiting would run the tick
-// again after the holder. A won lock is auto-extended while the job runs,
+// Lock does not wait for the job's key: a replica that finds it held
+// skips the run, since waiting would run the tick again after the holder.
+// It only retries, for a quarter of the minimum hold, when its first
+// attempt finds the key held: replicas that try at the same instant can
+// split the nodes' votes so that none wins. A won lock is auto-extended while the job runs,
 // so a job that runs longer than the TTL is not started again by another
 // replica; and it is held at least the minimum hold (WithMinHold) after it
 // was won, so a short job does not free the tick for a replica whose timer
@@ -68,8 +71,8 @@ const DefaultMinHold = 500 * time.Millisecond
 // What is not guaranteed: what Redlock alone does not guarantee (a holder
 // paused past its validity, nodes that lose data, clocks that jump), and
 // that each tick runs exactly once. A tick runs at most once while the
-// replicas' timers for it fire less than the minimum hold apart and the
-// minimum hold is shorter than the job's interval; a tick is skipped by
+// replicas' timers for it fire less than three quarters of the minimum
+// hold apart and the minimum hold is shorter than the job's interval; a tick is skipped by
 // every replica when none can reach a quorum, when the previous run still
 // holds the lock, or when a replica that won exits before its job ran.
 type Locker struct {
@@ -93,9 +96,10 @@ type Option func(*Locker) error
 // WithMinHold sets how long after it was won a lock stays held, however
 // soon its job ends: Unlock before then returns at once and the lock is
 // released when the minimum hold ends (still auto-extended until then).
-// Choose it longer than the spread of the replicas' timers for one tick
-// (clock skew plus scheduling delay) and shorter than the job's interval
-// less that spread; half the shortest interval does both best. A process
+// Lock retries a contended first attempt for a quarter of it (see Lock).
+// Choose it longer than 4/3 of the spread of the replicas' timers for one
+// tick (clock skew plus scheduling delay) and shorter than the job's
+// interval less that spread; half the shortest interval does both well. A process
 // that exits during a minimum hold leaves the key until its TTL ends.
 // Default: DefaultMinHold (500ms). 0 releases when the job ends; a negative
 // d makes New return an error matching redlock.ErrInvalid.
@@ -109,7 +113,7 @@ func WithMinHold(d time.Duration) Option {
 	}
 }
 
-// WithLockOptions passes opts to every TryLock the Locker makes, and so
+// WithLockOptions passes opts to every acquisition the Locker makes, and so
 // to the lock's extensions: redlock.WithFencing for a token per run (see
 // FromContext), redlock.WithLogger to log lost locks, redlock.WithMaxHold
 // to cap a run. Options a single call refuses make every Lock fail with an
@@ -145,14 +149,20 @@ func New(locker redlock.Locker, ttl time.Duration, opts ...Option) (*Locker, err
 	return l, nil
 }
 
-// Lock makes one attempt to lock key (the job's name, from gocron) and,
-// when it wins, auto-extends the lock until the returned Lock's Unlock.
-// gocron calls it before each run, with the job's ctx, and skips the run
-// when it returns an error.
+// Lock locks key (the job's name, from gocron) and auto-extends the lock
+// until the returned Lock's Unlock. gocron calls it before each run, with
+// the job's ctx, and skips the run when it returns an error. It makes one
+// attempt (TryLock), and when that finds key held, retries for a quarter
+// of the minimum hold from its start (Lock, jittered, WithRetryDelay of a
+// sixteenth of it): a split vote among replicas trying at once then still
+// lets one win, and a winner's run, held for the whole minimum hold, is
+// never followed by a second run of the same tick. With no minimum hold
+// it makes one attempt only.
 //
-// Errors are TryLock's: an error matching redlock.ErrNotObtained and
-// redlock.ErrContended while another run (of this replica or another)
-// holds key, redlock.ErrUnreachable when too few nodes answered, or ctx's
+// Errors are TryLock's and Lock's: an error matching
+// redlock.ErrNotObtained and redlock.ErrContended while another run (of
+// this replica or another) holds key (with context.DeadlineExceeded after
+// retries), redlock.ErrUnreachable when too few nodes answered, or ctx's
 // error; redlock.ErrInvalid for an empty key or a nil ctx.
 func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	if ctx == nil {

@@ -1,0 +1,117 @@
+package redlockcron_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seed543a70bd/redlock"
+	"github.com/seed543a70bd/redlock/internal/redisnode"
+	"github.com/seed543a70bd/redlock/internal/redistest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		// A release deferred by a minimum hold fires up to that long after
+		// its test; VerifyNoLeaks waits for it.
+		code = redistest.VerifyNoLeaks(5 * time.Second)
+	}
+	os.Exit(code)
+}
+
+var keySeq atomic.Int64
+
+// key returns a key unique to the test.
+func key(t *testing.T) string {
+	return fmt.Sprintf("%s:%d", t.Name(), keySeq.Add(1))
+}
+
+// newClient returns a redlock Client of its own over nodes, as a replica
+// of a service would have, closed when the test ends.
+func newClient(t *testing.T, nodes []*redisnode.Node, opts ...redlock.Option) *redlock.Client {
+	t.Helper()
+	c, err := redlock.New(redistest.Clients(t, nodes), opts...)
+	if err != nil {
+		t.Fatalf("redlock.New: want no error, got %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// eventually polls cond every 10ms until it holds or d has passed.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// free reports whether another owner can take k now; it releases what it took.
+func free(t *testing.T, c *redlock.Client, k string) bool {
+	t.Helper()
+	l, err := c.TryLock(context.Background(), k, time.Second)
+	if err != nil {
+		if !errors.Is(err, redlock.ErrNotObtained) {
+			t.Fatalf("TryLock: want nil or ErrNotObtained, got %v", err)
+		}
+		return false
+	}
+	_ = l.Unlock(context.Background())
+	return true
+}
+
+// delEverywhere deletes k on every node, as a node that lost its data would.
+func delEverywhere(t *testing.T, nodes []*redisnode.Node, k string) {
+	t.Helper()
+	for _, n := range nodes {
+		if err := redistest.Client(t, n).Del(context.Background(), k).Err(); err != nil {
+			t.Fatalf("DEL on %s: want no error, got %v", n.Addr(), err)
+		}
+	}
+}
+
+// logRec is a cron.Logger that records what it is given.
+type logRec struct {
+	mu    sync.Mutex
+	infos []string
+	errs  []error
+}
+
+func (l *logRec) Info(msg string, _ ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.infos = append(l.infos, msg)
+}
+
+func (l *logRec) Error(err error, _ string, _ ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.errs = append(l.errs, err)
+}
+
+// errors returns the errors logged so far.
+func (l *logRec) errors() []error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]error(nil), l.errs...)
+}
+
+// logged reports whether an error matching target was logged.
+func (l *logRec) logged(target error) bool {
+	for _, err := range l.errors() {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
