@@ -210,3 +210,38 @@ func (m *stallMonitor) Stop() {
 	m.once.Do(func() { close(m.stop) })
 	<-m.done
 }
+
+// nodeKeysLike returns the keys on the nodes that contain root, as
+// "node i: key" strings; fence counters are not lock state.
+func nodeKeysLike(t testing.TB, clients []redis.UniversalClient, root string) []string {
+	t.Helper()
+	var out []string
+	for i, c := range clients {
+		keys, err := c.Keys(context.Background(), "*"+root+"*").Result()
+		require.NoError(t, err)
+		for _, k := range keys {
+			out = append(out, fmt.Sprintf("node %d: %s", i, k))
+		}
+	}
+	return out
+}
+
+// within fails the test when f does not return within d.
+func within(t *testing.T, d time.Duration, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	var p any
+	go func() {
+		defer close(done)
+		defer func() { p = recover() }()
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s: hung for more than %v", what, d)
+	}
+	if p != nil {
+		t.Errorf("%s: panicked: %v", what, p)
+	}
+}

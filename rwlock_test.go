@@ -1,8 +1,5 @@
 package redlock_test
 
-// Adversarial tests of the waiting writer's mark (writer_mark.lua,
-// read_acquire.lua, read_extend.lua, read_release.lua, extend_batch.lua).
-
 import (
 	"context"
 	"errors"
@@ -20,6 +17,842 @@ import (
 
 	"github.com/seed543a70bd/redlock"
 )
+
+// TestReadWrite: readers share a key; a writer is refused while a live
+// reader holds it and readers while a writer does; a reader whose lease
+// expired stops blocking; readers extend; the last reader's release frees
+// the key for a writer and leaves nothing on the nodes.
+func TestReadWrite(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	k := key(t)
+
+	r1, err := rl.TryRLock(ctx, k, 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, k, r1.Key())
+	r2, err := rl.TryRLock(ctx, k, 10*time.Second)
+	require.NoError(t, err, "want readers to share the key")
+	_, err = rl.TryLock(ctx, k, time.Second)
+	require.ErrorIs(t, err, redlock.ErrContended, "want a writer refused while readers hold the key")
+	require.NoError(t, r1.Extend(ctx, 20*time.Second))
+	require.NoError(t, r1.Unlock(ctx))
+	_, err = rl.TryLock(ctx, k, time.Second)
+	require.ErrorIs(t, err, redlock.ErrContended, "want a writer refused while one reader is left")
+	require.NoError(t, r2.Unlock(ctx))
+
+	w, err := rl.TryLock(ctx, k, 10*time.Second)
+	require.NoError(t, err, "want the writer in once the readers left")
+	_, err = rl.TryRLock(ctx, k, time.Second)
+	require.ErrorIs(t, err, redlock.ErrContended, "want a reader refused while a writer holds the key")
+	require.NoError(t, w.Unlock(ctx))
+
+	// An abandoned reader blocks only until its lease expires.
+	_, err = rl.TryRLock(ctx, k, 300*time.Millisecond)
+	require.NoError(t, err)
+	long, err := rl.TryRLock(ctx, k, 400*time.Millisecond)
+	require.NoError(t, err)
+	require.NoError(t, long.Unlock(ctx)) // the short one stays, abandoned
+	_, err = rl.TryLock(ctx, k, time.Second)
+	require.ErrorIs(t, err, redlock.ErrContended)
+	eventually(t, 5*time.Second, func() bool {
+		w, err := rl.TryLock(ctx, k, time.Second)
+		if err != nil {
+			return false
+		}
+		require.NoError(t, w.Unlock(ctx))
+		return true
+	}, "want the writer in once the abandoned reader's lease expired")
+	requireRWGone(t, clients, k, 2*time.Second)
+}
+
+// TestRWHandoff: a writer waiting for readers wakes on the last reader's
+// release; a reader waiting for a writer wakes on the writer's.
+func TestRWHandoff(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	k := key(t)
+	r, err := rl.TryRLock(ctx, k, 10*time.Second)
+	require.NoError(t, err)
+	wait := func(f func(context.Context) (*redlock.Lock, error)) <-chan *redlock.Lock {
+		ch := make(chan *redlock.Lock, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			l, err := f(wctx)
+			if err != nil {
+				t.Errorf("waiter: %v", err)
+			}
+			ch <- l
+		}()
+		return ch
+	}
+	writer := wait(func(c context.Context) (*redlock.Lock, error) {
+		return rl.Lock(c, k, 10*time.Second, redlock.WithRetryDelay(5*time.Second))
+	})
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	require.NoError(t, r.Unlock(ctx))
+	w := <-writer
+	require.NotNil(t, w)
+	require.Less(t, time.Since(start), 2*time.Second, "want the writer woken by the last reader's release")
+
+	reader := wait(func(c context.Context) (*redlock.Lock, error) {
+		return rl.RLock(c, k, 10*time.Second, redlock.WithRetryDelay(5*time.Second))
+	})
+	time.Sleep(300 * time.Millisecond)
+	start = time.Now()
+	require.NoError(t, w.Unlock(ctx))
+	r2 := <-reader
+	require.NotNil(t, r2)
+	require.Less(t, time.Since(start), 2*time.Second, "want the reader woken by the writer's release")
+	require.NoError(t, r2.Unlock(ctx))
+}
+
+// overlappingReaders runs n readers on k, each taking RLock, holding it
+// for hold and releasing it, again and again, until the test ends (a
+// cleanup stops them and waits for them); started staggered over hold,
+// so that some reader always holds k. It returns how many read locks
+// they took.
+func overlappingReaders(t *testing.T, rl *redlock.Client, k string, n int, hold time.Duration) *atomic.Int64 {
+	t.Helper()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		close(stop)
+		wg.Wait()
+	})
+	var took atomic.Int64
+	started := make(chan struct{}, n)
+	for i := range n {
+		wg.Go(func() {
+			time.Sleep(time.Duration(i) * hold / time.Duration(n)) // staggered starts, not synchronization
+			for first := true; ; first = false {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				r, err := rl.RLock(ctx, k, 5*time.Second)
+				cancel()
+				if err != nil {
+					t.Errorf("reader %d: %v", i, err)
+					return
+				}
+				took.Add(1)
+				if first {
+					started <- struct{}{}
+				}
+				time.Sleep(hold) // the reader's work
+				if err := r.Unlock(context.Background()); err != nil {
+					t.Errorf("reader %d: unlock: %v", i, err)
+					return
+				}
+			}
+		})
+	}
+	for range n {
+		select {
+		case <-started:
+		case <-time.After(20 * time.Second):
+			t.Fatal("readers did not start within 20s")
+		}
+	}
+	return &took
+}
+
+// TestWriterNotStarvedByReaders: 8 readers that overlap without a gap
+// (each holds 40ms and takes the key again at once) keep a TryLock
+// writer out, but a Lock writer gets in once the readers that hold the
+// key leave: new readers wait for it. While it holds the key no reader
+// does. Before the writer's mark, the Lock writer waited for a chance
+// gap between the readers.
+func TestWriterNotStarvedByReaders(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	k := key(t)
+	took := overlappingReaders(t, rl, k, 8, 40*time.Millisecond)
+
+	for range 5 {
+		_, err := rl.TryLock(ctx, k, 5*time.Second)
+		require.ErrorIs(t, err, redlock.ErrContended, "want a TryLock writer refused while readers overlap")
+	}
+	before := took.Load()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	w, err := rl.Lock(wctx, k, 5*time.Second)
+	require.NoError(t, err, "want the waiting writer in while readers keep coming (after %d read locks)", took.Load()-before)
+	meanwhile := took.Load() - before
+	t.Logf("writer in after %v (%d read locks meanwhile)", time.Since(start).Round(time.Millisecond), meanwhile)
+	// Readers whose RLock was in flight at the writer's first attempt
+	// may still get in; after that, none until the writer has been in.
+	// Without the mark the writer got in only through a chance gap:
+	// after 333 to 1617 read locks (1.8s to 8.6s, 3 runs).
+	require.LessOrEqual(t, meanwhile, int64(24), "want new readers held off once the writer waits")
+	// While the writer holds the key, no reader gets it.
+	during := took.Load()
+	_, err = rl.TryRLock(ctx, k, time.Second)
+	require.ErrorIs(t, err, redlock.ErrContended, "want a reader refused while the writer holds the key")
+	time.Sleep(100 * time.Millisecond) // the readers keep trying meanwhile
+	require.Equal(t, during, took.Load(), "a reader took the key while the writer held it")
+	require.NoError(t, w.Unlock(ctx))
+	eventually(t, 10*time.Second, func() bool { return took.Load() > during+8 },
+		"want the readers back after the writer's Unlock")
+}
+
+// TestWriterMarkEnds: a writer that gives up (its ctx, which has no
+// deadline, is cancelled) keeps new readers out only for the rest of its
+// mark (three retry delays and the per-node timeout); a reader that
+// holds a lease may still extend and release it meanwhile; and TryLock
+// never marks. (A writer whose ctx has a deadline marks no longer than
+// that: TestAttackMarkAfterGiveUpDesign.)
+func TestWriterMarkEnds(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	k := key(t)
+	r, err := rl.TryRLock(ctx, k, 10*time.Second)
+	require.NoError(t, err)
+
+	// TryLock: refused, no mark.
+	_, err = rl.TryLock(ctx, k, 5*time.Second)
+	require.ErrorIs(t, err, redlock.ErrContended)
+	r2, err := rl.TryRLock(ctx, k, 10*time.Second)
+	require.NoError(t, err, "want a new reader in after a TryLock writer: TryLock does not mark")
+	require.NoError(t, r2.Unlock(ctx))
+
+	// Lock with a 1s retry delay: a 3.25s mark from its first attempt;
+	// it gives up after 200ms.
+	wctx := cancelledAfter(t, 200*time.Millisecond)
+	_, err = rl.Lock(wctx, k, 5*time.Second, redlock.WithRetryDelay(time.Second))
+	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	marked := time.Now()
+	_, err = rl.TryRLock(ctx, k, 10*time.Second)
+	if time.Since(marked) < 2*time.Second { // else too late to tell (a stalled machine)
+		require.ErrorIs(t, err, redlock.ErrContended, "want a new reader refused under the writer's mark")
+	}
+	require.NoError(t, r.Extend(ctx, 10*time.Second), "want a held reader's Extend under the mark")
+	eventually(t, 10*time.Second, func() bool {
+		r3, err := rl.TryRLock(ctx, k, 10*time.Second)
+		if err != nil {
+			return false
+		}
+		require.NoError(t, r3.Unlock(ctx))
+		return true
+	}, "want new readers in once the mark ended")
+	require.GreaterOrEqual(t, time.Since(marked), 2*time.Second, "want the mark to last three retry delays, less the attempt")
+
+	// The last reader's release under a live mark: the mark goes with
+	// the key, so neither the writer's SET NX nor a new reader is held
+	// off by it.
+	wctx = cancelledAfter(t, 200*time.Millisecond)
+	_, err = rl.Lock(wctx, k, 5*time.Second, redlock.WithRetryDelay(time.Second))
+	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	require.NoError(t, r.Unlock(ctx))
+	w, err := rl.TryLock(ctx, k, 5*time.Second)
+	require.NoError(t, err, "want the writer in once the last reader left")
+	require.NoError(t, w.Unlock(ctx))
+	r4, err := rl.TryRLock(ctx, k, 5*time.Second)
+	require.NoError(t, err, "want a reader in at once after the writer: no mark left")
+	require.NoError(t, r4.Unlock(ctx))
+	requireRWGone(t, clients, k, 10*time.Second)
+}
+
+// TestWriterMarkKeysAndFencing: LockKeys marks each of its keys that
+// readers hold, and a fenced Lock marks as an unfenced one does.
+func TestWriterMarkKeysAndFencing(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	a, b := key(t)+"-a", key(t)+"-b"
+	r, err := rl.TryRLock(ctx, b, 10*time.Second)
+	require.NoError(t, err)
+	for _, lock := range []func(context.Context) error{
+		func(c context.Context) error {
+			_, err := rl.LockKeys(c, []string{a, b}, 5*time.Second, redlock.WithRetryDelay(5*time.Second))
+			return err
+		},
+		func(c context.Context) error {
+			_, err := rl.Lock(c, b, 5*time.Second, redlock.WithFencing(), redlock.WithRetryDelay(5*time.Second))
+			return err
+		},
+	} {
+		// The mark lasts three retry delays (15s): checked at once.
+		err := lock(cancelledAfter(t, 100*time.Millisecond))
+		require.ErrorIs(t, err, redlock.ErrNotObtained)
+		_, err = rl.TryRLock(ctx, b, 5*time.Second)
+		require.ErrorIs(t, err, redlock.ErrContended, "want a new reader of %s held off by the mark", b)
+		r2, err := rl.TryRLock(ctx, a, 5*time.Second)
+		require.NoError(t, err, "want readers of %s, which no reader held, not marked", a)
+		require.NoError(t, r2.Unlock(ctx))
+	}
+	require.NoError(t, r.Unlock(ctx)) // the last reader: the key and its mark go
+	r3, err := rl.TryRLock(ctx, b, 5*time.Second)
+	require.NoError(t, err, "want a reader in once the marked key went with its last reader")
+	require.NoError(t, r3.Unlock(ctx))
+}
+
+// TestReadWriteRandomized: 6 clients on 2 keys mix RLock, TryRLock,
+// Lock, TryLock and LockKeys over both keys, with contexts of 1ms to
+// 300ms that end at random instants of the waits, for 3 seconds.
+// Checked over the whole run: a writer never shares a key with a live
+// reader or writer, a reader never with a live writer; both kinds are
+// granted; and every key (marks included) is gone from every node once
+// the clients stop. The choices come from a seed it logs; replay with
+// -seed N.
+func TestReadWriteRandomized(t *testing.T) {
+	seed := testSeed(t)
+	_, clients := cluster(t, 3)
+	ctx := context.Background()
+	base := key(t)
+	keys := []string{base + "-0", base + "-1"}
+
+	type holder struct {
+		write bool
+		end   time.Time // its deadline
+	}
+	var mu sync.Mutex
+	held := map[string]map[*redlock.Lock]holder{keys[0]: {}, keys[1]: {}}
+	var reads, writes atomic.Int64
+	acquired := func(l *redlock.Lock, ks []string, write bool, from time.Time) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, k := range ks {
+			for other, h := range held[k] {
+				if !h.end.After(from) {
+					continue // its validity ran out before our attempt began
+				}
+				if write || h.write {
+					t.Errorf("seed %d: %s: %s (write %v) granted while %s (write %v) held it until %v", seed, k, l.Token(), write, other.Token(), h.write, h.end)
+				}
+			}
+			held[k][l] = holder{write: write, end: l.Deadline()}
+		}
+	}
+	released := func(l *redlock.Lock, ks []string) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, k := range ks {
+			delete(held[k], l)
+		}
+	}
+
+	stop := time.Now().Add(3 * time.Second)
+	var wg sync.WaitGroup
+	for g := range 6 {
+		rl := newClient(t, clients)
+		rng := rand.New(rand.NewPCG(uint64(seed), uint64(g)))
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				wait := time.Duration(1+rng.IntN(300)) * time.Millisecond
+				cctx, cancel := context.WithTimeout(ctx, wait)
+				k := keys[rng.IntN(2)]
+				ks := []string{k}
+				write := true
+				from := time.Now()
+				var l *redlock.Lock
+				var err error
+				switch op := rng.IntN(5); op {
+				case 0:
+					write = false
+					l, err = rl.RLock(cctx, k, 2*time.Second)
+				case 1:
+					write = false
+					l, err = rl.TryRLock(cctx, k, 2*time.Second)
+				case 2:
+					l, err = rl.Lock(cctx, k, 2*time.Second)
+				case 3:
+					l, err = rl.TryLock(cctx, k, 2*time.Second)
+				case 4:
+					ks = keys
+					l, err = rl.LockKeys(cctx, keys, 2*time.Second)
+				}
+				cancel()
+				if err != nil {
+					if !errors.Is(err, redlock.ErrNotObtained) {
+						t.Errorf("seed %d: client %d: %v", seed, g, err)
+						return
+					}
+					continue
+				}
+				if write {
+					writes.Add(1)
+				} else {
+					reads.Add(1)
+				}
+				acquired(l, ks, write, from)
+				time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond) // the holder's work
+				released(l, ks)                                            // before Unlock: its keys may be free once it starts
+				_ = l.Unlock(ctx)
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("granted: %d reads, %d writes", reads.Load(), writes.Load())
+	require.Positive(t, reads.Load(), "seed %d: no read lock granted", seed)
+	require.Positive(t, writes.Load(), "seed %d: no write lock granted", seed)
+	for _, k := range keys {
+		requireRWGone(t, clients, k, 10*time.Second) // the seed is logged above
+	}
+}
+
+// cancelledAfter returns a ctx with no deadline, cancelled after d: a
+// writer that gives up without a deadline to bound its mark.
+func cancelledAfter(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	stop := time.AfterFunc(d, cancel)
+	t.Cleanup(func() {
+		stop.Stop()
+		cancel()
+	})
+	return ctx
+}
+
+// readersMark is the start of a marked readers' value on a node.
+const readersMark = "redlock:readers:w:"
+
+// markedOn reports whether every one of clients holds k marked by a
+// waiting writer.
+func markedOn(t testing.TB, clients []redis.UniversalClient, k string) bool {
+	t.Helper()
+	for _, c := range clients {
+		if !strings.HasPrefix(get(t, c, k), readersMark) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestWriterMarkAutoExtendedReaders: readers whose leases the scheduler
+// extends (batched extensions) keep them under a waiting writer's mark:
+// none is lost while the writer waits, and the writer, which cannot get
+// in while they hold, gives up with ErrNotObtained. New readers are
+// refused while the mark lasts, and let in once it ended though the
+// auto-extended readers still renew their leases: the leases' renewals
+// do not renew the mark. Once the readers Unlock, a waiting writer gets
+// in, and not before.
+func TestWriterMarkAutoExtendedReaders(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	k := key(t)
+	// Long enough that a scheduling stall of a few hundred ms on a
+	// loaded machine does not cost a lease (the test is about the mark).
+	const ttl = time.Second
+	actx, stopExtending := context.WithCancel(ctx)
+	defer stopExtending()
+	readers := make([]*redlock.Lock, 4)
+	for i := range readers {
+		r, err := rl.TryRLock(ctx, k, ttl)
+		require.NoError(t, err, "reader %d", i)
+		require.NoError(t, r.AutoExtend(actx), "reader %d", i)
+		readers[i] = r
+	}
+
+	// A writer waits 2.5 TTLs with a 100ms retry delay: it marks the
+	// key on its first attempt and again on each one.
+	wctx, cancel := context.WithTimeout(ctx, 5*ttl/2)
+	werr := make(chan error, 1)
+	go func() {
+		_, err := rl.Lock(wctx, k, time.Second, redlock.WithRetryDelay(100*time.Millisecond))
+		werr <- err
+	}()
+	eventually(t, 5*time.Second, func() bool { return markedOn(t, clients, k) }, "want %s marked on every node while the writer waits", k)
+	_, err := rl.TryRLock(ctx, k, ttl)
+	require.ErrorIs(t, err, redlock.ErrContended, "want a new reader refused under the mark")
+	select {
+	case err := <-werr:
+		require.ErrorIs(t, err, redlock.ErrNotObtained, "want the writer out while auto-extended readers hold")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the writer's Lock did not return within 30s of a 2.5s ctx")
+	}
+	cancel()
+	for i, r := range readers {
+		select {
+		case <-r.Done():
+			t.Fatalf("reader %d lost its lease under the mark: %v", i, r.Err())
+		default:
+		}
+		require.Positive(t, r.Validity(), "reader %d", i)
+	}
+
+	// The mark lasts max(3 x 100ms, 100ms) from the last attempt; the
+	// batched extensions of the readers' leases must not renew it.
+	eventually(t, 10*time.Second, func() bool {
+		r, err := rl.TryRLock(ctx, k, ttl)
+		if err != nil {
+			return false
+		}
+		require.NoError(t, r.Unlock(ctx))
+		return true
+	}, "want new readers in once the mark ended, while auto-extended readers hold")
+	for i, r := range readers {
+		require.Positive(t, r.Validity(), "reader %d lost its lease: %v", i, r.Err())
+	}
+
+	// A writer that waits until the readers leave gets in after their
+	// last Unlock started, not before.
+	var unlocking atomic.Bool
+	granted := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		w, err := rl.Lock(wctx, k, time.Second)
+		if err == nil {
+			if !unlocking.Load() {
+				err = errors.New("writer granted while every reader held its lease")
+			}
+			_ = w.Unlock(ctx)
+		}
+		granted <- err
+	}()
+	eventually(t, 5*time.Second, func() bool { return markedOn(t, clients, k) }, "want the second writer's mark")
+	for i, r := range readers[:len(readers)-1] {
+		require.NoError(t, r.Unlock(ctx), "reader %d", i)
+	}
+	unlocking.Store(true)
+	require.NoError(t, readers[len(readers)-1].Unlock(ctx))
+	select {
+	case err := <-granted:
+		require.NoError(t, err)
+	case <-time.After(40 * time.Second):
+		t.Fatal("the writer was not granted within 40s of the readers' Unlock")
+	}
+	requireRWGone(t, clients, k, 10*time.Second)
+}
+
+// TestWriterMarkNodeRestart: nodes restart, empty, while a reader holds
+// a key and a writer waits for it (marking it).
+//
+// One node of three: the two that keep the reader's marked key refuse
+// the writer and new readers, so neither gets in while the reader holds
+// its lease; after its Unlock the writer does.
+//
+// Two of three, with the restart guard on the writer's Client: the two
+// empty nodes grant the writer's SET NX, but as restarted nodes their
+// votes do not count, so the writer does not get in while the reader's
+// lease is valid (without the guard it would: the case the guard is
+// for).
+func TestWriterMarkNodeRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		restarts int
+		guard    time.Duration
+	}{
+		{"minority", 1, 0},
+		{"majority with guard", 2, 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes, clients := cluster(t, 3)
+			ctx := context.Background()
+			k := key(t)
+			readerC := newClient(t, clients)
+			var wopts []redlock.Option
+			if tc.guard > 0 {
+				wopts = append(wopts, redlock.WithRestartGuard(tc.guard))
+			}
+			writerC := newClient(t, clients, wopts...)
+			if tc.guard > 0 {
+				// The guard refuses the votes of nodes younger than
+				// guard (these were just started): wait until it counts
+				// them, so that only the restart below holds them off.
+				eventually(t, 20*time.Second, func() bool {
+					p, err := writerC.TryLock(ctx, k+"-probe", time.Second)
+					if err != nil {
+						return false
+					}
+					require.NoError(t, p.Unlock(ctx))
+					return true
+				}, "want the guarded writer's Client to count the fresh nodes' votes")
+			}
+			r, err := readerC.TryRLock(ctx, k, 2*time.Second)
+			require.NoError(t, err)
+			type grant struct {
+				at  time.Time
+				err error
+			}
+			granted := make(chan grant, 1)
+			var unlocked atomic.Bool
+			go func() {
+				wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				w, err := writerC.Lock(wctx, k, 2*time.Second)
+				at := time.Now()
+				if err == nil {
+					if !unlocked.Load() && at.Before(r.Deadline()) {
+						err = errors.New("writer granted while the reader's lease was valid")
+					}
+					_ = w.Unlock(ctx)
+				}
+				granted <- grant{at, err}
+			}()
+			eventually(t, 5*time.Second, func() bool { return markedOn(t, clients, k) }, "want %s marked while the writer waits", k)
+			for i := range tc.restarts {
+				require.NoError(t, nodes[i].Restart(), "node %d", i)
+			}
+			if tc.restarts == 1 {
+				// The reader's lease is valid on two nodes: still held.
+				_, err := writerC.TryRLock(ctx, k, time.Second)
+				require.ErrorIs(t, err, redlock.ErrContended, "want a new reader refused by the two marked nodes")
+				select {
+				case g := <-granted:
+					t.Fatalf("writer returned while the reader held its lease: %v", g.err)
+				case <-time.After(300 * time.Millisecond): // a window for a wrong grant; the writer retries every ~50ms
+				}
+				unlocked.Store(true)
+				require.NoError(t, r.Unlock(ctx))
+			}
+			select {
+			case g := <-granted:
+				require.NoError(t, g.err)
+			case <-time.After(40 * time.Second):
+				t.Fatal("the writer was not granted within 40s")
+			}
+			requireRWGone(t, clients, k, 10*time.Second)
+		})
+	}
+}
+
+// TestWriterMarkKeyPrefix: under WithKeyPrefix the mark lands on the
+// prefixed key and nothing unprefixed is created; readers under the
+// prefix are held off by it; and the last reader's release, announced
+// under the prefix, wakes the waiting writer long before its retry
+// delay.
+func TestWriterMarkKeyPrefix(t *testing.T) {
+	_, clients := cluster(t, 3)
+	const prefix = "tenant-a:"
+	rl := newClient(t, clients, redlock.WithKeyPrefix(prefix))
+	ctx := context.Background()
+	k := key(t)
+	r, err := rl.TryRLock(ctx, k, 10*time.Second)
+	require.NoError(t, err)
+
+	type grant struct {
+		w   *redlock.Lock
+		err error
+	}
+	granted := make(chan grant, 1)
+	go func() {
+		// A 20s retry delay: only the release's announcement can let the
+		// writer in within a few seconds.
+		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		w, err := rl.Lock(wctx, k, 5*time.Second, redlock.WithRetryDelay(20*time.Second))
+		granted <- grant{w, err}
+	}()
+	eventually(t, 5*time.Second, func() bool { return markedOn(t, clients, prefix+k) }, "want %s%s marked", prefix, k)
+	for i, c := range clients {
+		require.Zero(t, c.Exists(ctx, k, redlock.ReadersKey(k)).Val(), "node %d: an unprefixed key was created", i)
+		require.EqualValues(t, 1, c.ZCard(ctx, redlock.ReadersKey(prefix+k)).Val(), "node %d: want the one reader's lease under the prefix", i)
+	}
+	_, err = rl.TryRLock(ctx, k, time.Second)
+	require.ErrorIs(t, err, redlock.ErrContended, "want a new reader under the prefix held off by the mark")
+	other := newClient(t, clients) // no prefix: another key altogether
+	o, err := other.TryRLock(ctx, k, time.Second)
+	require.NoError(t, err, "want the unprefixed key free of the prefixed key's mark")
+	require.NoError(t, o.Unlock(ctx))
+
+	released := time.Now()
+	require.NoError(t, r.Unlock(ctx))
+	select {
+	case g := <-granted:
+		require.NoError(t, g.err)
+		// The first retry is at least 10s away (half the delay).
+		require.Less(t, time.Since(released), 8*time.Second, "want the writer woken by the release, not its retry delay")
+		require.NoError(t, g.w.Unlock(ctx))
+	case <-time.After(40 * time.Second):
+		t.Fatal("the writer was not granted within 40s of the release")
+	}
+	requireRWGone(t, clients, prefix+k, 10*time.Second)
+	requireRWGone(t, clients, k, 10*time.Second)
+}
+
+// TestWriterMarkTinyContexts: writers whose contexts end after 1 to 3ms
+// (Lock, fenced Lock, LockKeys) and readers' RLocks with 1ms contexts,
+// against readers that hold the key: every writer is refused (never
+// granted), every call returns an error matching ErrNotObtained, no
+// lease is lost or left behind, the mark ends within its bound once the
+// writers stop, and the last reader's release leaves nothing.
+func TestWriterMarkTinyContexts(t *testing.T) {
+	seed := testSeed(t)
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	k, k2 := key(t), key(t)
+	readers := make([]*redlock.Lock, 2)
+	for i := range readers {
+		r, err := rl.TryRLock(ctx, k, 20*time.Second)
+		require.NoError(t, err)
+		readers[i] = r
+	}
+	var wg sync.WaitGroup
+	var calls atomic.Int64
+	for g := range 4 {
+		rng := rand.New(rand.NewPCG(uint64(seed), uint64(g)))
+		wg.Go(func() {
+			for range 50 {
+				d := time.Duration(1+rng.IntN(3)) * time.Millisecond
+				cctx, cancel := context.WithTimeout(ctx, d)
+				var l *redlock.Lock
+				var err error
+				switch rng.IntN(4) {
+				case 0:
+					l, err = rl.Lock(cctx, k, time.Second)
+				case 1:
+					l, err = rl.Lock(cctx, k, time.Second, redlock.WithFencing())
+				case 2:
+					l, err = rl.LockKeys(cctx, []string{k2, k}, time.Second)
+				case 3:
+					// A reader's wait under the mark.
+					cctx2, cancel2 := context.WithTimeout(ctx, time.Millisecond)
+					l, err = rl.RLock(cctx2, k, time.Second)
+					cancel2()
+					if err == nil {
+						_ = l.Unlock(ctx) // a reader may get in: before the first mark
+						cancel()
+						continue
+					}
+				}
+				cancel()
+				calls.Add(1)
+				if err == nil {
+					_ = l.Unlock(ctx)
+					t.Errorf("seed %d: a writer was granted while two readers held %s", seed, k)
+					return
+				}
+				if !errors.Is(err, redlock.ErrNotObtained) {
+					t.Errorf("seed %d: want ErrNotObtained, got %v", seed, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d refused calls", calls.Load())
+	for i, r := range readers {
+		require.Positive(t, r.Validity(), "reader %d", i)
+		require.NoError(t, r.Extend(ctx, 20*time.Second), "reader %d: want its Extend under the marks", i)
+	}
+	for i, c := range clients {
+		require.EqualValues(t, 2, c.ZCard(ctx, redlock.ReadersKey(k)).Val(), "node %d: want the two readers' leases only", i)
+		require.Zero(t, c.Exists(ctx, k2).Val(), "node %d: LockKeys left %s behind", i, k2)
+	}
+	// The writers' marks (default retry delay: 150ms) end within a
+	// second or so; allow 10s on a stalled machine.
+	eventually(t, 10*time.Second, func() bool {
+		r, err := rl.TryRLock(ctx, k, time.Second)
+		if err != nil {
+			return false
+		}
+		require.NoError(t, r.Unlock(ctx))
+		return true
+	}, "want new readers in once the 1ms writers' marks ended")
+	for _, r := range readers {
+		require.NoError(t, r.Unlock(ctx))
+	}
+	requireRWGone(t, clients, k, 10*time.Second)
+}
+
+// TestReadLockConcurrentCallsUnderMark: while a writer waits (marking the
+// key), goroutines call Extend (with TTLs shorter and longer than the
+// lease), Validity, AutoExtend and Unlock on one read lock at random
+// instants. The writer is granted only after Unlock started; every call
+// returns nil or a matchable error; after the writer is in, the read
+// lock's Extend fails with ErrNotHeld and leaves the writer's key alone.
+// Rounds from a seed it logs; replay with -seed N.
+func TestReadLockConcurrentCallsUnderMark(t *testing.T) {
+	seed := testSeed(t)
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	for round := range 15 {
+		k := key(t)
+		r, err := rl.TryRLock(ctx, k, time.Second)
+		require.NoError(t, err)
+		var unlocking atomic.Bool
+		type grant struct {
+			w   *redlock.Lock
+			err error
+		}
+		granted := make(chan grant, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			w, err := rl.Lock(wctx, k, 5*time.Second, redlock.WithRetryDelay(20*time.Millisecond))
+			// An Extend to 100ms and a stalled machine can end the
+			// lease before Unlock: only a grant inside it is wrong.
+			if err == nil && !unlocking.Load() && time.Now().Before(r.Deadline()) {
+				err = errors.New("writer granted before the read lock's Unlock started, while its lease was valid")
+			}
+			granted <- grant{w, err}
+		}()
+		eventually(t, 5*time.Second, func() bool { return markedOn(t, clients, k) }, "round %d: want %s marked", round, k)
+
+		var wg sync.WaitGroup
+		var bad atomic.Pointer[string]
+		fail := func(s string) { bad.CompareAndSwap(nil, &s) }
+		unlockAfter := time.Duration(rng.IntN(30)) * time.Millisecond
+		delays := make([]time.Duration, 6)
+		ttls := make([]time.Duration, 6)
+		for i := range delays {
+			delays[i] = time.Duration(rng.IntN(40)) * time.Millisecond
+			ttls[i] = time.Duration(100+rng.IntN(1900)) * time.Millisecond
+		}
+		actx, stopAuto := context.WithCancel(ctx)
+		for i := range delays {
+			wg.Go(func() {
+				time.Sleep(delays[i]) // a random instant, not synchronization
+				switch i % 3 {
+				case 0, 1:
+					if err := r.Extend(ctx, ttls[i]); err != nil && !errors.Is(err, redlock.ErrNotHeld) {
+						fail("Extend: " + err.Error())
+					}
+				case 2:
+					if err := r.AutoExtend(actx); err != nil && !errors.Is(err, redlock.ErrAlreadyExtending) && !errors.Is(err, redlock.ErrNotHeld) && !errors.Is(err, redlock.ErrReleased) {
+						fail("AutoExtend: " + err.Error())
+					}
+				}
+				_ = r.Validity()
+			})
+		}
+		wg.Go(func() {
+			time.Sleep(unlockAfter) // a random instant, not synchronization
+			unlocking.Store(true)
+			if err := r.Unlock(ctx); err != nil && !errors.Is(err, redlock.ErrNotHeld) {
+				fail("Unlock: " + err.Error())
+			}
+		})
+		wg.Wait()
+		stopAuto()
+		if p := bad.Load(); p != nil {
+			t.Fatalf("seed %d round %d: %s", seed, round, *p)
+		}
+		var g grant
+		select {
+		case g = <-granted:
+			require.NoError(t, g.err, "seed %d round %d", seed, round)
+		case <-time.After(40 * time.Second):
+			t.Fatalf("seed %d round %d: the writer was not granted within 40s of the read lock's Unlock", seed, round)
+		}
+		err = r.Extend(ctx, time.Second)
+		require.ErrorIs(t, err, redlock.ErrNotHeld, "seed %d round %d: want the released read lock's Extend refused", seed, round)
+		for i, c := range clients {
+			// A node the writer did not need may still be releasing the
+			// reader (in the background): wait for it.
+			eventually(t, 10*time.Second, func() bool {
+				v := get(t, c, k)
+				return (v == g.w.Token() || v == "") && c.Exists(ctx, redlock.ReadersKey(k)).Val() == 0
+			}, "seed %d round %d: node %d holds %q or a readers key under the writer", seed, round, i, get(t, c, k))
+		}
+		require.NoError(t, g.w.Unlock(ctx))
+		requireRWGone(t, clients, k, 10*time.Second)
+	}
+}
 
 // atkCall runs f; hung is true when it did not return within 5s.
 func atkCall[T any](f func() (T, error)) (v T, err error, hung bool) {
@@ -738,11 +1571,13 @@ func TestAttackMarkHugeRetryDelay(t *testing.T) {
 type atkRoundCounter struct{ n *atomic.Int64 }
 
 func (o atkRoundCounter) ObserveNode(redlock.NodeEvent) {}
+
 func (o atkRoundCounter) ObserveRound(e redlock.RoundEvent) {
 	if e.Op == redlock.OpLock {
 		o.n.Add(1)
 	}
 }
+
 func (o atkRoundCounter) ObserveLock(redlock.LockEvent) {}
 
 // TestAttackMarkAutoExtendedReaders: prefixed readers with short TTLs,
@@ -1018,4 +1853,59 @@ func TestAttackMarkAfterGiveUpDesign(t *testing.T) {
 	t.Logf("the waiting reader got the free key %v after it was freed", stall.Round(time.Millisecond))
 	require.Greater(t, stall, 500*time.Millisecond)
 	require.NoError(t, res.l.Unlock(ctx))
+}
+
+// TestAttackReadWrite: a writer's failed attempt and a writer's Unlock do
+// not disturb readers; a reader's Unlock after a writer took the key does
+// not delete the writer's key.
+func TestAttackReadWrite(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	k := key(t)
+	r1, err := rl.TryRLock(ctx, k, 2*time.Second)
+	require.NoError(t, err)
+	r2, err := rl.TryRLock(ctx, k, 300*time.Millisecond)
+	require.NoError(t, err)
+	_, err = rl.TryLock(ctx, k, time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotObtained, "writer while readers hold")
+	// r2 expires; r1 still holds; the writer still must not win.
+	time.Sleep(400 * time.Millisecond)
+	_, err = rl.TryLock(ctx, k, time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotObtained, "writer while r1 holds after r2 expired")
+	// r2's Extend after expiry must fail.
+	require.Error(t, r2.Extend(ctx, time.Second))
+	require.NoError(t, r1.Extend(ctx, 2*time.Second))
+	require.NoError(t, r1.Unlock(ctx))
+	w, err := rl.TryLock(ctx, k, 5*time.Second)
+	require.NoError(t, err, "writer after the readers left")
+	// Late reader Unlocks must not touch the writer's key, on any node
+	// that granted it (on a loaded machine one node may have timed out).
+	var held []int
+	for i, c := range clients {
+		if get(t, c, k) == w.Token() {
+			held = append(held, i)
+		}
+	}
+	require.GreaterOrEqual(t, len(held), rl.Quorum(), "the writer's key is on a quorum")
+	_ = r2.Unlock(ctx)
+	_ = r1.Unlock(ctx)
+	for _, i := range held {
+		require.Equal(t, w.Token(), get(t, clients[i], k), "node %d: writer's key after readers' late Unlock", i+1)
+	}
+	_, err = rl.TryRLock(ctx, k, time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotObtained, "reader while writer holds")
+	require.NoError(t, w.Extend(ctx, 5*time.Second))
+	require.NoError(t, w.Unlock(ctx))
+	// A writer's Unlock of a lost lock while readers now hold must not
+	// delete the marker.
+	w2, err := rl.TryLock(ctx, k, 200*time.Millisecond)
+	require.NoError(t, err)
+	time.Sleep(250 * time.Millisecond)
+	r3, err := rl.TryRLock(ctx, k, 5*time.Second)
+	require.NoError(t, err)
+	_ = w2.Unlock(ctx)
+	_, err = rl.TryLock(ctx, k, time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotObtained, "writer after a stale writer's Unlock while a reader holds")
+	require.NoError(t, r3.Unlock(ctx))
 }
