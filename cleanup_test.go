@@ -193,14 +193,14 @@ func TestReleaseRetryOutlastsLongestTTL(t *testing.T) {
 		"want node 3's key (PTTL %v when set) released once it is back", pttl)
 }
 
-// TestAttackTokenReuseRetryDeletesNewLock: a lock with WithToken(T) is
+// TestReleaseRetrySparesRelockWithSameToken: a lock with WithToken(T) is
 // unlocked while node 3 is paused, so its release there fails. The
 // holder then takes the lock back with the same token, and node 3
 // resumes. MONITOR must not show the new lock's SET on node 3 followed by
-// a release of the same token deleting it. Found by an adversarial
-// review: a background retry of the old release did exactly that, so
-// releases of WithToken locks are no longer retried.
-func TestAttackTokenReuseRetryDeletesNewLock(t *testing.T) {
+// a release of the same token deleting it: a background retry of the
+// old release would do exactly that, which is why releases of WithToken
+// locks are not retried.
+func TestReleaseRetrySparesRelockWithSameToken(t *testing.T) {
 	nodes, clients := cluster(t, 3)
 	rl := newClient(t, clients)
 	ctx := context.Background()

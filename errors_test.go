@@ -81,9 +81,9 @@ func TestExtendUnlockErrorsListNodes(t *testing.T) {
 	})
 }
 
-// TestAttackLostErrors: a lost lock's errors match ErrLockLost, ErrNotHeld
+// TestLostLockErrorsMatchSentinels: a lost lock's errors match ErrLockLost, ErrNotHeld
 // and, through errors.As, a *QuorumError; a hold limit adds ErrHoldLimit.
-func TestAttackLostErrors(t *testing.T) {
+func TestLostLockErrorsMatchSentinels(t *testing.T) {
 	_, clients := cluster(t, 3)
 	rl := newClient(t, clients, redlock.WithNodeTimeout(20*time.Millisecond))
 	ctx := context.Background()

@@ -787,8 +787,8 @@ func TestFamilyTinyTimeouts(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("%d acquisitions with a 1ms node timeout", acquired.Load())
-	eventually(t, 5*time.Second, func() bool { return len(nodeKeysLike(t, clients, root)) == 0 },
-		"want nothing left on the nodes, got %v", nodeKeysLike(t, clients, root))
+	eventually(t, 5*time.Second, func() bool { return len(nodeKeys(t, clients, root)) == 0 },
+		"want nothing left on the nodes, got %v", nodeKeys(t, clients, root))
 }
 
 // TestFamilyConcurrentExtend: two Extends at once on one read lock and
@@ -867,10 +867,10 @@ func TestFamilyWrongType(t *testing.T) {
 	require.ErrorIs(t, err, redlock.ErrContended)
 }
 
-// TestAttackFamilyPaths: paths with unicode, braces, depth 50, and a key
+// TestPathsOfAnyShapeConflictWithRelatives: paths with unicode, braces, depth 50, and a key
 // prefix conflict with their ancestors and descendants and leave nothing
 // behind.
-func TestAttackFamilyPaths(t *testing.T) {
+func TestPathsOfAnyShapeConflictWithRelatives(t *testing.T) {
 	_, clients := cluster(t, 3)
 	ctx := context.Background()
 	for _, prefix := range []string{"", "pfx:"} {
@@ -926,9 +926,9 @@ func TestAttackFamilyPaths(t *testing.T) {
 	}
 }
 
-// TestAttackWrongType: family locks on keys of another type fail cleanly
+// TestFamilyOnForeignTypeDeletesNothing: family locks on keys of another type fail cleanly
 // (no panic, an error, nothing deleted).
-func TestAttackWrongType(t *testing.T) {
+func TestFamilyOnForeignTypeDeletesNothing(t *testing.T) {
 	_, clients := cluster(t, 3)
 	rl := newClient(t, clients)
 	ctx := context.Background()
@@ -967,9 +967,9 @@ func TestAttackWrongType(t *testing.T) {
 	}
 }
 
-// TestAttackSemaphore: limit changes, permit Extend after expiry, and no
+// TestSemaphoreLimitChangeAndExpiredPermit: limit changes, permit Extend after expiry, and no
 // more than limit permits under concurrency.
-func TestAttackSemaphore(t *testing.T) {
+func TestSemaphoreLimitChangeAndExpiredPermit(t *testing.T) {
 	_, clients := cluster(t, 3)
 	rl := newClient(t, clients)
 	ctx := context.Background()

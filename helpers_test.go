@@ -211,22 +211,32 @@ func (m *stallMonitor) Stop() {
 	<-m.done
 }
 
-// nodeKeysLike returns the keys on the nodes that contain root, as
-// "node i: key" strings; fence counters are not lock state.
-func nodeKeysLike(t testing.TB, clients []redis.UniversalClient, root string) []string {
+// nodeKeys returns the keys on the nodes that contain root, as
+// "node i: key = value (pttl d)"; fence counters are left out, as they
+// are not lock state and outlive every lock by design.
+func nodeKeys(t testing.TB, clients []redis.UniversalClient, root string) []string {
 	t.Helper()
+	ctx := context.Background()
 	var out []string
 	for i, c := range clients {
-		keys, err := c.Keys(context.Background(), "*"+root+"*").Result()
+		keys, err := c.Keys(ctx, "*"+root+"*").Result()
 		require.NoError(t, err)
 		for _, k := range keys {
-			out = append(out, fmt.Sprintf("node %d: %s", i, k))
+			if strings.HasSuffix(k, ":fence") {
+				continue
+			}
+			v := c.Type(ctx, k).Val()
+			if v == "string" {
+				v = get(t, c, k)
+			}
+			out = append(out, fmt.Sprintf("node %d: %s = %s (pttl %v)", i+1, k, v, c.PTTL(ctx, k).Val()))
 		}
 	}
 	return out
 }
 
-// within fails the test when f does not return within d.
+// within fails the test when f does not return within d, and reports a
+// panic in f as an error.
 func within(t *testing.T, d time.Duration, what string, f func()) {
 	t.Helper()
 	done := make(chan struct{})
@@ -239,9 +249,9 @@ func within(t *testing.T, d time.Duration, what string, f func()) {
 	select {
 	case <-done:
 	case <-time.After(d):
-		t.Fatalf("%s: hung for more than %v", what, d)
+		t.Fatalf("%s: want a return within %v, got none", what, d)
 	}
 	if p != nil {
-		t.Errorf("%s: panicked: %v", what, p)
+		t.Errorf("%s: want no panic, got %v", what, p)
 	}
 }

@@ -181,7 +181,7 @@ func TestFamilyKeyPrefix(t *testing.T) {
 		require.NoError(t, err)
 		held = append(held, l)
 	}
-	for _, k := range nodeKeysLike(t, clients, root) {
+	for _, k := range nodeKeys(t, clients, root) {
 		_, name, _ := strings.Cut(k, ": ")
 		require.True(t, strings.HasPrefix(name, "app1:"), "want every key under the prefix, got %q", name)
 	}
@@ -209,6 +209,6 @@ func TestFamilyKeyPrefix(t *testing.T) {
 	}
 	require.NoError(t, <-got)
 	require.Less(t, time.Since(start), 2*time.Second, "want the writer woken by the release under the prefix")
-	eventually(t, 2*time.Second, func() bool { return len(nodeKeysLike(t, clients, root)) == 0 },
-		"want nothing left on the nodes, got %v", nodeKeysLike(t, clients, root))
+	eventually(t, 2*time.Second, func() bool { return len(nodeKeys(t, clients, root)) == 0 },
+		"want nothing left on the nodes, got %v", nodeKeys(t, clients, root))
 }

@@ -401,9 +401,9 @@ func quorumPTTL(t testing.TB, clients []redis.UniversalClient, key string, quoru
 	return ds[quorum-1]
 }
 
-// TestAttackExtendUnlockRace: Extend, Unlock and AutoExtend at once on one
+// TestExtendUnlockAutoExtendAtOnceLeaveNothing: Extend, Unlock and AutoExtend at once on one
 // lock: no panic, no hang, Validity <= 0 after Unlock, nothing left.
-func TestAttackExtendUnlockRace(t *testing.T) {
+func TestExtendUnlockAutoExtendAtOnceLeaveNothing(t *testing.T) {
 	_, clients := cluster(t, 3)
 	rl := newClient(t, clients)
 	ctx := context.Background()

@@ -217,9 +217,9 @@ func TestFamilyZeroAndBadInput(t *testing.T) {
 	require.ErrorIs(t, err, redlock.ErrInvalid)
 }
 
-// TestAttackZeroValues calls every exported method on nil and zero
+// TestEveryMethodOnZeroValuesReturns calls every exported method on nil and zero
 // values: no panic, no hang, errors where errors are due.
-func TestAttackZeroValues(t *testing.T) {
+func TestEveryMethodOnZeroValuesReturns(t *testing.T) {
 	ctx := context.Background()
 	fn := func(context.Context) error { return nil }
 	var nilC *redlock.Client
@@ -314,9 +314,9 @@ func TestAttackZeroValues(t *testing.T) {
 	})
 }
 
-// TestAttackNilContexts passes nil contexts to every ctx-taking method of
+// TestNilContextsAreInvalid passes nil contexts to every ctx-taking method of
 // a real client and of a held lock.
-func TestAttackNilContexts(t *testing.T) {
+func TestNilContextsAreInvalid(t *testing.T) {
 	_, clients := cluster(t, 3)
 	rl := newClient(t, clients)
 	ml, err := redlock.NewMultiLock(clients, redlock.WithNodeTimeout(testNodeTimeout))

@@ -246,6 +246,6 @@ func TestFamilyCancelledLeavesNothing(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("seed %d: %d won, %d cut or refused", seed, won.Load(), cut.Load())
-	eventually(t, 5*time.Second, func() bool { return len(nodeKeysLike(t, clients, root)) == 0 },
-		"seed %d: want nothing left on the nodes, got %v", seed, nodeKeysLike(t, clients, root))
+	eventually(t, 5*time.Second, func() bool { return len(nodeKeys(t, clients, root)) == 0 },
+		"seed %d: want nothing left on the nodes, got %v", seed, nodeKeys(t, clients, root))
 }

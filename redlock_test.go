@@ -215,10 +215,10 @@ func TestCloseBounded(t *testing.T) {
 		"want the stuck release to land once node 3 resumes")
 }
 
-// TestAttackCloseWithPausedNode: Close with releases in flight and queued
+// TestCloseBoundedWithPausedNode: Close with releases in flight and queued
 // for a paused node returns within its bound, and a second Close and
 // Unlock after Close neither hang nor panic.
-func TestAttackCloseWithPausedNode(t *testing.T) {
+func TestCloseBoundedWithPausedNode(t *testing.T) {
 	nodes, clients := cluster(t, 3)
 	rl, err := redlock.New(clients, redlock.WithNodeTimeout(50*time.Millisecond))
 	require.NoError(t, err)

@@ -209,7 +209,7 @@ func TestWriterNotStarvedByReaders(t *testing.T) {
 // mark (three retry delays and the per-node timeout); a reader that
 // holds a lease may still extend and release it meanwhile; and TryLock
 // never marks. (A writer whose ctx has a deadline marks no longer than
-// that: TestAttackMarkAfterGiveUpDesign.)
+// that: TestWriterMarkAfterGiveUp.)
 func TestWriterMarkEnds(t *testing.T) {
 	_, clients := cluster(t, 3)
 	rl := newClient(t, clients)
@@ -854,29 +854,10 @@ func TestReadLockConcurrentCallsUnderMark(t *testing.T) {
 	}
 }
 
-// atkCall runs f; hung is true when it did not return within 5s.
-func atkCall[T any](f func() (T, error)) (v T, err error, hung bool) {
-	type res struct {
-		v   T
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		v, err := f()
-		ch <- res{v, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.v, r.err, false
-	case <-time.After(5 * time.Second):
-		return v, nil, true
-	}
-}
-
-// atkCleanErr checks that err is one a user can match: nil, or
+// cleanErr checks that err is one a user can match: nil, or
 // ErrNotObtained with no node failure other than a wrong-type key when
 // wrongTypeOK. It returns a description of what is wrong, or "".
-func atkCleanErr(err error, wrongTypeOK bool) string {
+func cleanErr(err error, wrongTypeOK bool) string {
 	if err == nil {
 		return ""
 	}
@@ -901,18 +882,18 @@ func atkCleanErr(err error, wrongTypeOK bool) string {
 	return ""
 }
 
-// TestAttackMarkOddPresets: the lock key preset on every node to odd
+// TestWriterMarkOddPresets: the lock key preset on every node to odd
 // values that look like (or almost like) a marked marker, with no, a
 // live, an expired or a wrong-type readers key, with and without an
 // expiry. Every acquisition returns within its ctx with nil or a clean
 // ErrNotObtained (no node reported failed: the nodes answered), a writer
 // is never granted over a live reader lease or a key it does not own, and
 // a reader's Unlock never deletes a live foreign lease.
-func TestAttackMarkOddPresets(t *testing.T) {
-	atkOddPresets(t)
+func TestWriterMarkOddPresets(t *testing.T) {
+	runOddPresets(t)
 }
 
-func atkOddPresets(t *testing.T) {
+func runOddPresets(t *testing.T) {
 	_, clients := cluster(t, 3)
 	rl := newClient(t, clients)
 	ctx := context.Background()
@@ -961,7 +942,7 @@ func atkOddPresets(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					defer func() { <-sem }()
-					oddPreset(ctx, rl, clients, k, v, ttl, z == zLive, z == zExpired, z == zWrongType, zNames[z], report)
+					oddPreset(t, ctx, rl, clients, k, v, ttl, z == zLive, z == zExpired, z == zWrongType, zNames[z], report)
 				}()
 			}
 		}
@@ -972,33 +953,33 @@ func atkOddPresets(t *testing.T) {
 	}
 }
 
-// atkHolder is a lock the randomized tests hold.
-type atkHolder struct {
+// bookHolder is a lock the randomized tests hold.
+type bookHolder struct {
 	l     *redlock.Lock
 	write bool
 }
 
-// atkBook records who holds which key and checks that no grant shares a
+// holdBook records who holds which key and checks that no grant shares a
 // key with a holder of the other kind (or a writer with anyone) while
 // both are valid, as their Deadlines (read live: auto-extension and
 // Extend move them) say at the instant the grant returned.
-type atkBook struct {
+type holdBook struct {
 	t     *testing.T
 	seed  uint64
 	mu    sync.Mutex
-	held  map[string]map[*redlock.Lock]atkHolder
+	held  map[string]map[*redlock.Lock]bookHolder
 	fence map[string]int64 // the last fence granted per key
 }
 
-func newAtkBook(t *testing.T, seed uint64, keys ...string) *atkBook {
-	b := &atkBook{t: t, seed: seed, held: map[string]map[*redlock.Lock]atkHolder{}, fence: map[string]int64{}}
+func newHoldBook(t *testing.T, seed uint64, keys ...string) *holdBook {
+	b := &holdBook{t: t, seed: seed, held: map[string]map[*redlock.Lock]bookHolder{}, fence: map[string]int64{}}
 	for _, k := range keys {
-		b.held[k] = map[*redlock.Lock]atkHolder{}
+		b.held[k] = map[*redlock.Lock]bookHolder{}
 	}
 	return b
 }
 
-func (b *atkBook) acquired(l *redlock.Lock, ks []string, write bool, fenced bool) {
+func (b *holdBook) acquired(l *redlock.Lock, ks []string, write bool, fenced bool) {
 	now := time.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -1015,7 +996,7 @@ func (b *atkBook) acquired(l *redlock.Lock, ks []string, write bool, fenced bool
 					b.seed, k, l.Token(), write, time.Until(l.Deadline()), other.Token(), h.write, other.Deadline().Sub(now))
 			}
 		}
-		b.held[k][l] = atkHolder{l: l, write: write}
+		b.held[k][l] = bookHolder{l: l, write: write}
 		if fenced {
 			if f := l.Fence(); f <= b.fence[k] {
 				b.t.Errorf("seed %d: %s: fence %d granted after fence %d", b.seed, k, f, b.fence[k])
@@ -1026,7 +1007,7 @@ func (b *atkBook) acquired(l *redlock.Lock, ks []string, write bool, fenced bool
 	}
 }
 
-func (b *atkBook) released(l *redlock.Lock, ks []string) {
+func (b *holdBook) released(l *redlock.Lock, ks []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, k := range ks {
@@ -1034,30 +1015,7 @@ func (b *atkBook) released(l *redlock.Lock, ks []string) {
 	}
 }
 
-// atkNodeKeys returns the keys on the nodes that contain root, fence
-// counters left out, as "node i: key = value".
-func atkNodeKeys(t testing.TB, clients []redis.UniversalClient, root string) []string {
-	t.Helper()
-	var out []string
-	for i, c := range clients {
-		keys, err := c.Keys(context.Background(), "*"+root+"*").Result()
-		require.NoError(t, err)
-		for _, k := range keys {
-			if strings.HasSuffix(k, ":fence") {
-				continue
-			}
-			typ := c.Type(context.Background(), k).Val()
-			v := typ
-			if typ == "string" {
-				v = get(t, c, k)
-			}
-			out = append(out, fmt.Sprintf("node %d: %s = %s (pttl %v)", i+1, k, v, c.PTTL(context.Background(), k).Val()))
-		}
-	}
-	return out
-}
-
-// TestAttackMarkRandomized: 8 clients on 2 keys mix RLock (half of them
+// TestWriterMarkRandomized: 8 clients on 2 keys mix RLock (half of them
 // auto-extended with short TTLs, held past their TTL), TryRLock, Lock
 // (retry delays 2ms to 100ms, so marks of 100ms to 300ms), TryLock,
 // LockKeys and fenced Lock, with contexts of 1ms to 300ms; holders Extend
@@ -1065,25 +1023,25 @@ func atkNodeKeys(t testing.TB, clients []redis.UniversalClient, root string) []s
 // Unlock. Checked: no writer shares a key with a valid holder, no reader
 // with a valid writer; fences increase; both kinds are granted; nothing
 // is left on the nodes afterwards. Replay with -seed N.
-func TestAttackMarkRandomized(t *testing.T) {
-	atkRandomized(t, 3, 8, false)
+func TestWriterMarkRandomized(t *testing.T) {
+	runMarkRandomized(t, 3, 8, false)
 }
 
-// TestAttackMarkRandomizedPaused: TestAttackMarkRandomized on 5 nodes
+// TestWriterMarkRandomizedPausedNodes: TestWriterMarkRandomized on 5 nodes
 // with 12 clients while one node after another is paused (SIGSTOP) for
 // 20ms to 300ms, so that requests time out and land late: marks, read
 // acquires and extensions included.
-func TestAttackMarkRandomizedPaused(t *testing.T) {
-	atkRandomized(t, 5, 12, true)
+func TestWriterMarkRandomizedPausedNodes(t *testing.T) {
+	runMarkRandomized(t, 5, 12, true)
 }
 
-func atkRandomized(t *testing.T, nodesN, clientsN int, pause bool) {
+func runMarkRandomized(t *testing.T, nodesN, clientsN int, pause bool) {
 	seed := testSeed(t)
 	nodes, clients := cluster(t, nodesN)
 	ctx := context.Background()
 	base := key(t)
 	keys := []string{base + "-0", base + "-1"}
-	book := newAtkBook(t, seed, keys...)
+	book := newHoldBook(t, seed, keys...)
 	var reads, writes, fencedN, extends, autoN, lost atomic.Int64
 	stop := time.Now().Add(4 * time.Second)
 	var wg sync.WaitGroup
@@ -1210,12 +1168,12 @@ func atkRandomized(t *testing.T, nodesN, clientsN int, pause bool) {
 	for _, k := range keys {
 		requireRWGone(t, clients, k, 10*time.Second)
 	}
-	require.Empty(t, atkNodeKeys(t, clients, base), "seed %d: keys left on the nodes", seed)
+	require.Empty(t, nodeKeys(t, clients, base), "seed %d: keys left on the nodes", seed)
 }
 
 // oddPreset runs each acquisition on k preset to v (see
-// TestAttackMarkOddPresets) and reports what is wrong.
-func oddPreset(ctx context.Context, rl *redlock.Client, clients []redis.UniversalClient, k, v string, ttl time.Duration, live, expired, wrongType bool, zName string, report func(string, ...any)) {
+// TestWriterMarkOddPresets) and reports what is wrong.
+func oddPreset(t *testing.T, ctx context.Context, rl *redlock.Client, clients []redis.UniversalClient, k, v string, ttl time.Duration, live, expired, wrongType bool, zName string, report func(string, ...any)) {
 	rk := redlock.ReadersKey(k)
 	setup := func() bool {
 		for _, c := range clients {
@@ -1276,12 +1234,13 @@ func oddPreset(ctx context.Context, rl *redlock.Client, clients []redis.Universa
 		if !setup() {
 			return
 		}
-		l, err, hung := atkCall(o.f)
-		if hung {
-			report("%s: %s: no return within 5s", what, o.name)
-			continue
+		var l *redlock.Lock
+		var err error
+		within(t, 5*time.Second, what+": "+o.name, func() { l, err = o.f() })
+		if l == nil && err == nil {
+			continue // within reported the panic
 		}
-		if p := atkCleanErr(err, wrongType); p != "" {
+		if p := cleanErr(err, wrongType); p != "" {
 			report("%s: %s: %s", what, o.name, p)
 		}
 		if err != nil {
@@ -1310,25 +1269,25 @@ func oddPreset(ctx context.Context, rl *redlock.Client, clients []redis.Universa
 	}
 }
 
-// atkWait runs f in the background and returns its result's channel.
-func atkWait(f func() (*redlock.Lock, error)) <-chan atkResult {
-	ch := make(chan atkResult, 1)
+// acquireAsync runs f in the background and returns its result's channel.
+func acquireAsync(f func() (*redlock.Lock, error)) <-chan acquireResult {
+	ch := make(chan acquireResult, 1)
 	go func() {
 		l, err := f()
-		ch <- atkResult{l, err, time.Now()}
+		ch <- acquireResult{l, err, time.Now()}
 	}()
 	return ch
 }
 
-type atkResult struct {
+type acquireResult struct {
 	l   *redlock.Lock
 	err error
 	at  time.Time
 }
 
-// atkMarked reports whether k on c holds a live writer's mark, and the
+// markLeft reports whether k on c holds a live writer's mark, and the
 // mark's time left on the node's clock.
-func atkMarked(t testing.TB, c redis.UniversalClient, k string) (bool, time.Duration) {
+func markLeft(t testing.TB, c redis.UniversalClient, k string) (bool, time.Duration) {
 	t.Helper()
 	v := get(t, c, k)
 	const p = "redlock:readers:w:"
@@ -1344,16 +1303,16 @@ func atkMarked(t testing.TB, c redis.UniversalClient, k string) (bool, time.Dura
 	return left > 0, left
 }
 
-// TestAttackMarkKeyPrefix: with WithKeyPrefix, a waiting writer's mark
+// TestWriterMarkPrefixSeparatesClients: with WithKeyPrefix, a waiting writer's mark
 // lands on the prefixed key on every node and nothing unprefixed is
 // created; prefixed readers are held off while an unprefixed client's
 // readers of the same name are not; in one Client a waiting writer and a
 // waiting reader (both with retry delays far beyond the test) are woken
 // in turn: the writer by the last reader's release, the reader by the
 // writer's; nothing is left on the nodes.
-func TestAttackMarkKeyPrefix(t *testing.T) {
+func TestWriterMarkPrefixSeparatesClients(t *testing.T) {
 	_, clients := cluster(t, 3)
-	const pfx = "atk:"
+	const pfx = "pfx:"
 	rl := newClient(t, clients, redlock.WithKeyPrefix(pfx))
 	plain := newClient(t, clients)
 	ctx := context.Background()
@@ -1367,11 +1326,11 @@ func TestAttackMarkKeyPrefix(t *testing.T) {
 	}
 	wctx, wcancel := context.WithTimeout(ctx, 8*time.Second)
 	defer wcancel()
-	writer := atkWait(func() (*redlock.Lock, error) {
+	writer := acquireAsync(func() (*redlock.Lock, error) {
 		return rl.Lock(wctx, k, 5*time.Second, redlock.WithRetryDelay(time.Minute))
 	})
 	for i, c := range clients {
-		eventually(t, 5*time.Second, func() bool { m, _ := atkMarked(t, c, pfx+k); return m },
+		eventually(t, 5*time.Second, func() bool { m, _ := markLeft(t, c, pfx+k); return m },
 			"node %d: want the waiting writer's mark on %s", i+1, pfx+k)
 		require.Zero(t, c.Exists(ctx, k, redlock.ReadersKey(k)).Val(), "node %d: unprefixed keys", i+1)
 	}
@@ -1384,7 +1343,7 @@ func TestAttackMarkKeyPrefix(t *testing.T) {
 
 	rctx, rcancel := context.WithTimeout(ctx, 8*time.Second)
 	defer rcancel()
-	reader := atkWait(func() (*redlock.Lock, error) {
+	reader := acquireAsync(func() (*redlock.Lock, error) {
 		return rl.RLock(rctx, k, 5*time.Second, redlock.WithRetryDelay(time.Minute))
 	})
 	// The reader is refused (the mark) and waits; give it the time to
@@ -1429,15 +1388,15 @@ func TestAttackMarkKeyPrefix(t *testing.T) {
 	}
 	requireRWGone(t, clients, pfx+k, 5*time.Second)
 	requireRWGone(t, clients, k, 5*time.Second)
-	require.Empty(t, atkNodeKeys(t, clients, k), "keys left on the nodes")
+	require.Empty(t, nodeKeys(t, clients, k), "keys left on the nodes")
 }
 
-// TestAttackMarkUnlockRacesExtend: a read lock under a waiting writer's
+// TestWriterMarkReadUnlockRacesExtend: a read lock under a waiting writer's
 // mark is extended (shorter and longer TTLs, and auto-extended) by
 // several goroutines while it is unlocked. Once Unlock returns, no
 // extension may have revived the lease: the waiting writer gets in at
 // once (well before the reader's 5s TTL), and nothing is left.
-func TestAttackMarkUnlockRacesExtend(t *testing.T) {
+func TestWriterMarkReadUnlockRacesExtend(t *testing.T) {
 	_, clients := cluster(t, 3)
 	rl := newClient(t, clients)
 	ctx := context.Background()
@@ -1450,11 +1409,11 @@ func TestAttackMarkUnlockRacesExtend(t *testing.T) {
 		other, err := rl.TryRLock(ctx, k, 5*time.Second) // a second reader, released first
 		require.NoError(t, err)
 		wctx, wcancel := context.WithTimeout(ctx, 4*time.Second)
-		writer := atkWait(func() (*redlock.Lock, error) {
+		writer := acquireAsync(func() (*redlock.Lock, error) {
 			return rl.Lock(wctx, k, 5*time.Second, redlock.WithRetryDelay(2*time.Second))
 		})
 		for i, c := range clients {
-			eventually(t, 3*time.Second, func() bool { m, _ := atkMarked(t, c, k); return m }, "round %d: node %d: no mark", round, i+1)
+			eventually(t, 3*time.Second, func() bool { m, _ := markLeft(t, c, k); return m }, "round %d: node %d: no mark", round, i+1)
 		}
 		if rng.IntN(2) == 0 {
 			require.NoError(t, r.AutoExtend(ctx))
@@ -1486,19 +1445,19 @@ func TestAttackMarkUnlockRacesExtend(t *testing.T) {
 			require.Less(t, res.at.Sub(unlocked), 1500*time.Millisecond, "round %d: the writer waited long after the last reader's Unlock", round)
 			require.NoError(t, res.l.Unlock(ctx))
 		case <-time.After(4 * time.Second):
-			t.Fatalf("round %d: the writer never got in after the last reader's Unlock: %v", round, atkNodeKeys(t, clients, k))
+			t.Fatalf("round %d: the writer never got in after the last reader's Unlock: %v", round, nodeKeys(t, clients, k))
 		}
 		wcancel()
 		requireRWGone(t, clients, k, 5*time.Second)
 	}
 }
 
-// TestAttackMarkBound: after a writer gives up, the mark it left on each
+// TestWriterMarkEndsWithinBound: after a writer gives up, the mark it left on each
 // node ends within three retry delays (at least 100ms) plus the per-node
 // timeout of its last attempt, as the node's clock tells; a reader that
 // waits (RLock) gets in within that bound plus its own retry delay; a
 // stale mark does not hold anyone off.
-func TestAttackMarkBound(t *testing.T) {
+func TestWriterMarkEndsWithinBound(t *testing.T) {
 	_, clients := cluster(t, 3)
 	rl := newClient(t, clients)
 	ctx := context.Background()
@@ -1515,7 +1474,7 @@ func TestAttackMarkBound(t *testing.T) {
 		for i, c := range clients {
 			// The mark may have ended already: it lasts no longer than
 			// the writer's ctx deadline (at least 100ms).
-			_, left := atkMarked(t, c, k)
+			_, left := markLeft(t, c, k)
 			require.LessOrEqual(t, left, bound, "delay %v: node %d: the mark outlives three retry delays and the per-node timeout", d, i+1)
 		}
 		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
@@ -1531,19 +1490,19 @@ func TestAttackMarkBound(t *testing.T) {
 	}
 }
 
-// TestAttackMarkHugeRetryDelay: a writer whose retry delay is so long
+// TestWriterMarkHugeRetryDelay: a writer whose retry delay is so long
 // that only the hand-off could wake it ("never retry on a timer"), with
 // the hand-off off: each Lock call of 40ms against a reader makes one
 // attempt and waits. With d above about 2/3 of math.MaxInt64 the jitter
 // (d/2 + rand.N(d), retry.go) overflows to a negative delay about half
 // the time, and the writer retries at once instead: about twice the
 // attempts. The marks its attempts leave are logged.
-func TestAttackMarkHugeRetryDelay(t *testing.T) {
+func TestWriterMarkHugeRetryDelay(t *testing.T) {
 	_, clients := cluster(t, 3)
 	for _, d := range []time.Duration{math.MaxInt64 / 3, math.MaxInt64 / 2, 200 * 365 * 24 * time.Hour, math.MaxInt64} {
 		t.Run(fmt.Sprint(int64(d)), func(t *testing.T) {
 			var rounds atomic.Int64
-			rl := newClient(t, clients, redlock.WithObserver(atkRoundCounter{&rounds}))
+			rl := newClient(t, clients, redlock.WithObserver(roundCounter{&rounds}))
 			ctx := context.Background()
 			k := key(t)
 			r, err := rl.TryRLock(ctx, k, 10*time.Second)
@@ -1557,7 +1516,7 @@ func TestAttackMarkHugeRetryDelay(t *testing.T) {
 				require.ErrorIs(t, err, redlock.ErrNotObtained)
 			}
 			for i, c := range clients {
-				_, left := atkMarked(t, c, k)
+				_, left := markLeft(t, c, k)
 				t.Logf("node %d: %q: the mark has %v left", i+1, get(t, c, k), left)
 			}
 			t.Logf("retry delay %v: %d lock rounds in %d calls", d, rounds.Load(), calls)
@@ -1568,28 +1527,28 @@ func TestAttackMarkHugeRetryDelay(t *testing.T) {
 	}
 }
 
-type atkRoundCounter struct{ n *atomic.Int64 }
+type roundCounter struct{ n *atomic.Int64 }
 
-func (o atkRoundCounter) ObserveNode(redlock.NodeEvent) {}
+func (o roundCounter) ObserveNode(redlock.NodeEvent) {}
 
-func (o atkRoundCounter) ObserveRound(e redlock.RoundEvent) {
+func (o roundCounter) ObserveRound(e redlock.RoundEvent) {
 	if e.Op == redlock.OpLock {
 		o.n.Add(1)
 	}
 }
 
-func (o atkRoundCounter) ObserveLock(redlock.LockEvent) {}
+func (o roundCounter) ObserveLock(redlock.LockEvent) {}
 
-// TestAttackMarkAutoExtendedReaders: prefixed readers with short TTLs,
+// TestWriterMarkPrefixedAutoExtendedReaders: prefixed readers with short TTLs,
 // auto-extended (the scheduler's batched extend_batch.lua), keep their
 // leases under a waiting writer's mark for many TTLs, across a SCRIPT
 // FLUSH on every node (the EVAL fallbacks of the batch and of the
 // writer's marking acquire); meanwhile no new reader and not the writer
 // gets in. Once they leave, one by one, the writer gets in at the last
 // one's release.
-func TestAttackMarkAutoExtendedReaders(t *testing.T) {
+func TestWriterMarkPrefixedAutoExtendedReaders(t *testing.T) {
 	_, clients := cluster(t, 3)
-	const pfx = "atk2:"
+	const pfx = "pfx2:"
 	rl := newClient(t, clients, redlock.WithKeyPrefix(pfx))
 	ctx := context.Background()
 	k := key(t)
@@ -1605,11 +1564,11 @@ func TestAttackMarkAutoExtendedReaders(t *testing.T) {
 	}
 	wctx, wcancel := context.WithTimeout(ctx, 8*time.Second)
 	defer wcancel()
-	writer := atkWait(func() (*redlock.Lock, error) {
+	writer := acquireAsync(func() (*redlock.Lock, error) {
 		return rl.Lock(wctx, k, 5*time.Second, redlock.WithRetryDelay(300*time.Millisecond))
 	})
 	for i, c := range clients {
-		eventually(t, 3*time.Second, func() bool { m, _ := atkMarked(t, c, pfx+k); return m }, "node %d: no mark", i+1)
+		eventually(t, 3*time.Second, func() bool { m, _ := markLeft(t, c, pfx+k); return m }, "node %d: no mark", i+1)
 	}
 	end := time.Now().Add(3 * time.Second)
 	flushed := false
@@ -1656,16 +1615,16 @@ func TestAttackMarkAutoExtendedReaders(t *testing.T) {
 		require.Less(t, res.at.Sub(last), time.Second)
 		require.NoError(t, res.l.Unlock(ctx))
 	case <-time.After(3 * time.Second):
-		t.Fatalf("the writer never got in: %v", atkNodeKeys(t, clients, k))
+		t.Fatalf("the writer never got in: %v", nodeKeys(t, clients, k))
 	}
 	requireRWGone(t, clients, pfx+k, 5*time.Second)
-	require.Empty(t, atkNodeKeys(t, clients, k))
+	require.Empty(t, nodeKeys(t, clients, k))
 }
 
-// TestAttackMarkFencedWriters: fenced Lock writers, one after another,
+// TestWriterMarkFencedWritersInOrder: fenced Lock writers, one after another,
 // each waiting for 6 readers that overlap without a gap: each gets in,
 // its fence is above the last, and no reader holds the key meanwhile.
-func TestAttackMarkFencedWriters(t *testing.T) {
+func TestWriterMarkFencedWritersInOrder(t *testing.T) {
 	_, clients := cluster(t, 3)
 	rl := newClient(t, clients)
 	ctx := context.Background()
@@ -1689,14 +1648,14 @@ func TestAttackMarkFencedWriters(t *testing.T) {
 	}
 }
 
-// TestAttackNestedReadUnderWaitingWriter: a goroutine that holds a read
+// TestNestedReadWaitsForMarkingWriter: a goroutine that holds a read
 // lock and takes the same read lock again (a nested read, as in a
 // recursive call) while a writer waits is held off by the writer's mark,
 // and the writer waits for the outer read: they wait for each other
 // until one gives up. sync.RWMutex documents this; the mark makes it so
 // here too. This test pins the behaviour (it passes when the nested
 // read is refused) so the report can describe it.
-func TestAttackNestedReadUnderWaitingWriter(t *testing.T) {
+func TestNestedReadWaitsForMarkingWriter(t *testing.T) {
 	_, clients := cluster(t, 3)
 	rl := newClient(t, clients)
 	ctx := context.Background()
@@ -1705,9 +1664,9 @@ func TestAttackNestedReadUnderWaitingWriter(t *testing.T) {
 	require.NoError(t, err)
 	wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
 	defer wcancel()
-	writer := atkWait(func() (*redlock.Lock, error) { return rl.Lock(wctx, k, 5*time.Second) })
+	writer := acquireAsync(func() (*redlock.Lock, error) { return rl.Lock(wctx, k, 5*time.Second) })
 	for i, c := range clients {
-		eventually(t, 3*time.Second, func() bool { m, _ := atkMarked(t, c, k); return m }, "node %d: no mark", i+1)
+		eventually(t, 3*time.Second, func() bool { m, _ := markLeft(t, c, k); return m }, "node %d: no mark", i+1)
 	}
 	ictx, icancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	_, err = rl.RLock(ictx, k, 5*time.Second)
@@ -1720,12 +1679,12 @@ func TestAttackNestedReadUnderWaitingWriter(t *testing.T) {
 	require.NoError(t, res.l.Unlock(ctx))
 }
 
-// TestAttackMarkSilentNode: TestWriterNotStarvedByReaders with one of 3
+// TestWriterNotStarvedWithSilentNode: TestWriterNotStarvedByReaders with one of 3
 // nodes paused (silent: every round that the other two do not decide
 // waits for the per-node timeout, 250ms, longer than the 150ms mark of
 // the default retry delay). The waiting writer must still get in, and
 // no reader while it holds the key.
-func TestAttackMarkSilentNode(t *testing.T) {
+func TestWriterNotStarvedWithSilentNode(t *testing.T) {
 	nodes, clients := cluster(t, 3)
 	rl := newClient(t, clients)
 	ctx := context.Background()
@@ -1751,7 +1710,7 @@ func TestAttackMarkSilentNode(t *testing.T) {
 	eventually(t, 10*time.Second, func() bool { return took.Load() > during+8 }, "want the readers back")
 }
 
-// TestAttackMarkRetryDelayOverflow: a writer that relies on the hand-off
+// TestWriterMarkRetryDelayOverflow: a writer that relies on the hand-off
 // alone (a retry delay far beyond any wait: "never retry on a timer")
 // waits for readers that overlap without a gap, each holding 150ms. The
 // mark must last while it waits (three retry delays: centuries), so that
@@ -1760,7 +1719,7 @@ func TestAttackMarkSilentNode(t *testing.T) {
 // time.Duration (writerMark), the mark falls back to its 100ms least,
 // shorter than the readers' holds, new readers keep the key, no release
 // ever empties it, and the writer never gets in.
-func TestAttackMarkRetryDelayOverflow(t *testing.T) {
+func TestWriterMarkRetryDelayOverflow(t *testing.T) {
 	for _, d := range []time.Duration{math.MaxInt64 / 3, math.MaxInt64 / 2, 100 * 365 * 24 * time.Hour} {
 		t.Run(fmt.Sprint(int64(d)), func(t *testing.T) {
 			_, clients := cluster(t, 3)
@@ -1783,7 +1742,7 @@ func TestAttackMarkRetryDelayOverflow(t *testing.T) {
 	}
 }
 
-// TestAttackMarkAfterGiveUpDesign pins three documented consequences of
+// TestWriterMarkAfterGiveUp pins three documented consequences of
 // the mark:
 //  1. a writer whose ctx has a 200ms deadline, with a 1h retry delay,
 //     marks only until that deadline (at least 100ms), not for three
@@ -1796,7 +1755,7 @@ func TestAttackMarkRetryDelayOverflow(t *testing.T) {
 //  3. a reader that waits (RLock, 2s retry delay) behind that mark is
 //     not woken when the last reader leaves (message "r" is ignored by
 //     readers) and sits out its retry delay while the key is free.
-func TestAttackMarkAfterGiveUpDesign(t *testing.T) {
+func TestWriterMarkAfterGiveUp(t *testing.T) {
 	_, clients := cluster(t, 3)
 	rl := newClient(t, clients)
 	ctx := context.Background()
@@ -1810,7 +1769,7 @@ func TestAttackMarkAfterGiveUpDesign(t *testing.T) {
 	dcancel()
 	require.ErrorIs(t, err, redlock.ErrNotObtained)
 	for i, c := range clients {
-		_, left := atkMarked(t, c, k)
+		_, left := markLeft(t, c, k)
 		require.LessOrEqual(t, left, 200*time.Millisecond, "node %d: want the mark no longer than the writer's ctx deadline", i+1)
 	}
 	eventually(t, 5*time.Second, func() bool {
@@ -1829,7 +1788,7 @@ func TestAttackMarkAfterGiveUpDesign(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, err, redlock.ErrNotObtained)
 	for i, c := range clients {
-		m, left := atkMarked(t, c, k)
+		m, left := markLeft(t, c, k)
 		require.True(t, m)
 		t.Logf("node %d: the mark of a writer that gave up has %v left", i+1, left.Round(time.Second))
 		require.Greater(t, left, 2*time.Hour)
@@ -1840,7 +1799,7 @@ func TestAttackMarkAfterGiveUpDesign(t *testing.T) {
 
 	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
 	defer rcancel()
-	reader := atkWait(func() (*redlock.Lock, error) {
+	reader := acquireAsync(func() (*redlock.Lock, error) {
 		return rl.RLock(rctx, k, time.Second, redlock.WithRetryDelay(2*time.Second))
 	})
 	time.Sleep(200 * time.Millisecond) // let it be refused and wait, not synchronization
@@ -1855,10 +1814,10 @@ func TestAttackMarkAfterGiveUpDesign(t *testing.T) {
 	require.NoError(t, res.l.Unlock(ctx))
 }
 
-// TestAttackReadWrite: a writer's failed attempt and a writer's Unlock do
+// TestReadWriteReleasesSpareEachOther: a writer's failed attempt and a writer's Unlock do
 // not disturb readers; a reader's Unlock after a writer took the key does
 // not delete the writer's key.
-func TestAttackReadWrite(t *testing.T) {
+func TestReadWriteReleasesSpareEachOther(t *testing.T) {
 	_, clients := cluster(t, 3)
 	rl := newClient(t, clients)
 	ctx := context.Background()

@@ -697,9 +697,9 @@ func TestDoneNeverAfterDeadline(t *testing.T) {
 
 func runtimeGoexit() { runtime.Goexit() }
 
-// TestAttackDoPanicAndGoexit: Do releases the lock when fn panics or
+// TestDoReleasesOnPanicAndGoexit: Do releases the lock when fn panics or
 // calls runtime.Goexit, and the panic value reaches the caller.
-func TestAttackDoPanicAndGoexit(t *testing.T) {
+func TestDoReleasesOnPanicAndGoexit(t *testing.T) {
 	_, clients := cluster(t, 3)
 	rl := newClient(t, clients)
 	k := key(t)
