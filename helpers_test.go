@@ -255,3 +255,21 @@ func within(t *testing.T, d time.Duration, what string, f func()) {
 		t.Errorf("%s: want no panic, got %v", what, p)
 	}
 }
+
+// Figures the library documents and the tests rely on; the library keeps
+// them unexported, so the tests restate them here.
+const (
+	// firstContactTimeout: a Client's first round waits at least this
+	// long for its nodes (WithNodeTimeout's doc).
+	firstContactTimeout = 250 * time.Millisecond
+	// releaseTimeout: Unlock waits at least this long for its nodes
+	// (Unlock's and WithNodeTimeout's docs).
+	releaseTimeout = 250 * time.Millisecond
+	// minLossMargin: Done closes at least this long before the deadline
+	// (Done's doc).
+	minLossMargin = 20 * time.Millisecond
+	// minTokenLen: WithToken refuses shorter tokens (WithToken's doc).
+	minTokenLen = 16
+	// defaultDriftFactor: WithDriftFactor's default (its doc).
+	defaultDriftFactor = 0.01
+)

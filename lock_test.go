@@ -18,9 +18,9 @@ import (
 )
 
 // TestUnlockWaitsReleaseTimeout: a release does not spend validity, so
-// Unlock waits up to ReleaseTimeout, not the per-node timeout, for a
+// Unlock waits up to releaseTimeout, not the per-node timeout, for a
 // majority that stalls briefly; a majority stalled for longer is
-// reported as ErrNotHeld and ErrUnreachable within ReleaseTimeout.
+// reported as ErrNotHeld and ErrUnreachable within releaseTimeout.
 func TestUnlockWaitsReleaseTimeout(t *testing.T) {
 	nodes, clients := cluster(t, 3)
 	const nodeTimeout = 10 * time.Millisecond
@@ -41,14 +41,14 @@ func TestUnlockWaitsReleaseTimeout(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- l.Unlock(ctx) }()
 	// The stall lasts several per-node timeouts but well under
-	// ReleaseTimeout: this sleep is the fault, not a synchronization.
+	// releaseTimeout: this sleep is the fault, not a synchronization.
 	time.Sleep(5 * nodeTimeout)
 	require.NoError(t, nodes[1].Resume())
 	require.NoError(t, nodes[2].Resume())
 	select {
 	case err := <-done:
-		require.NoError(t, err, "the stalled nodes released within ReleaseTimeout")
-	case <-time.After(redlock.ReleaseTimeout + margin):
+		require.NoError(t, err, "the stalled nodes released within releaseTimeout")
+	case <-time.After(releaseTimeout + margin):
 		t.Fatal("Unlock did not return")
 	}
 	// Unlock returned at its quorum: the third node's release may land
@@ -66,8 +66,8 @@ func TestUnlockWaitsReleaseTimeout(t *testing.T) {
 	took := time.Since(start)
 	require.ErrorIs(t, err, redlock.ErrNotHeld)
 	require.ErrorIs(t, err, redlock.ErrUnreachable)
-	require.GreaterOrEqual(t, took, redlock.ReleaseTimeout, "Unlock gave up before ReleaseTimeout")
-	require.Less(t, took, redlock.ReleaseTimeout+margin)
+	require.GreaterOrEqual(t, took, releaseTimeout, "Unlock gave up before releaseTimeout")
+	require.Less(t, took, releaseTimeout+margin)
 }
 
 // TestNeverDeletesOthers: after expiry, Extend and Unlock report

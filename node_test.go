@@ -162,7 +162,7 @@ func TestStoppedNodeBounded(t *testing.T) {
 
 // TestStoppedNodeBeforeFirstContact: two of five nodes accept
 // connections but never answer from the start. The client's first round
-// waits for them at most max(node timeout, FirstContactTimeout); later
+// waits for them at most max(node timeout, firstContactTimeout); later
 // rounds, won by the three others, do not wait for them at all, although
 // they were never identified.
 func TestStoppedNodeBeforeFirstContact(t *testing.T) {
@@ -190,7 +190,7 @@ func TestStoppedNodeBeforeFirstContact(t *testing.T) {
 	start := time.Now()
 	l, err := c.TryLock(ctx, key(t), 5*time.Second)
 	require.NoError(t, err, "three answering nodes are a majority")
-	require.Less(t, time.Since(start), max(nodeTimeout, redlock.FirstContactTimeout)+margin)
+	require.Less(t, time.Since(start), max(nodeTimeout, firstContactTimeout)+margin)
 	require.NoError(t, l.Unlock(ctx))
 
 	for range 3 {

@@ -114,7 +114,7 @@ func TestQuorumSubsets(t *testing.T) {
 }
 
 // TestFirstRoundNeverReturnsExpired: a client's first round waits up to
-// FirstContactTimeout for a stopped node's first contact after the quorum
+// firstContactTimeout for a stopped node's first contact after the quorum
 // was won; with a 150ms TTL the lock has expired by then. It must be
 // refused with ErrExpired (and released), never returned with
 // Validity <= 0.

@@ -619,7 +619,7 @@ func TestDoPanicReleases(t *testing.T) {
 // locks lose 3 of 5 nodes; each lock's Done must close before its
 // Deadline, and Do's fn ctx too. Before, the loss margin was the 1ms
 // node timeout, within timer jitter: Done closed after Deadline in some
-// runs. The margin now has a floor (MinLossMargin).
+// runs. The margin now has a floor (minLossMargin).
 func TestDoneNeverAfterDeadline(t *testing.T) {
 	nodes, clients := cluster(t, 5)
 	rl := newClient(t, clients, redlock.WithNodeTimeout(time.Millisecond), redlock.WithRetryDelay(5*time.Millisecond))
