@@ -13,45 +13,31 @@ import (
 )
 
 // nodeURLs are the examples' Redis masters, one URL each, as a program
-// would list its own ("redis://redis1:6379", ...). TestMain fills it
+// would list its own ("redis://redis1:6379", ...), and storeURL is the
+// Redis where ExampleFencedSet keeps its resource. TestMain fills them
 // with local redis-server processes (startExampleNodes).
-var nodeURLs []string
+var (
+	nodeURLs []string
+	storeURL string
+)
 
-// startExampleNodes starts three local redis-server processes for the
-// examples and returns their URLs, and a func that stops them.
-func startExampleNodes() ([]string, func(), error) {
-	nodes, err := redisnode.StartN(3, redisnode.Options{})
+// startExampleNodes starts four local redis-server processes for the
+// examples and returns the URLs of three lock nodes and of a store, and a
+// func that stops them.
+func startExampleNodes() (nodes []string, store string, stop func(), err error) {
+	started, err := redisnode.StartN(4, redisnode.Options{})
 	if err != nil {
-		return nil, nil, err
+		return nil, "", nil, err
 	}
-	urls := make([]string, len(nodes))
-	for i, nd := range nodes {
+	urls := make([]string, len(started))
+	for i, nd := range started {
 		urls[i] = "redis://" + nd.Addr()
 	}
-	return urls, func() {
-		for _, nd := range nodes {
+	return urls[:3], urls[3], func() {
+		for _, nd := range started {
 			_ = nd.Close()
 		}
 	}, nil
-}
-
-// startNodes starts n local redis-server processes and returns a client
-// for each, for examples that need nodes of their own.
-func startNodes(n int) ([]redis.UniversalClient, func()) {
-	nodes, err := redisnode.StartN(n, redisnode.Options{})
-	if err != nil {
-		panic(err)
-	}
-	clients := make([]redis.UniversalClient, n)
-	for i, nd := range nodes {
-		clients[i] = redis.NewClient(&redis.Options{Addr: nd.Addr()})
-	}
-	return clients, func() {
-		for i := range nodes {
-			_ = clients[i].Close()
-			_ = nodes[i].Close()
-		}
-	}
 }
 
 // The whole life of a lock: Dial the nodes, wait for the lock, tell why
@@ -282,9 +268,12 @@ func ExampleWithObserver() {
 }
 
 func ExampleClient_TryLockPath() {
-	clients, stop := startNodes(3)
-	defer stop()
-	locker, _ := redlock.New(clients)
+	locker, err := redlock.Dial(nodeURLs)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer locker.Close()
 	ctx := context.Background()
 
 	// A folder lock covers the folder, everything below it and, while it
@@ -294,6 +283,11 @@ func ExampleClient_TryLockPath() {
 		fmt.Println("not obtained:", err)
 		return
 	}
+	defer func() {
+		if err := held.Unlock(ctx); err != nil {
+			fmt.Println("unlock:", err)
+		}
+	}()
 	fmt.Println("holding", held.Key())
 
 	for _, path := range []string{"proj/A/C/D", "proj/A", "proj/A/B", "proj/A/CD"} {
@@ -305,10 +299,11 @@ func ExampleClient_TryLockPath() {
 			fmt.Println(path, "error:", err)
 		default:
 			fmt.Println(path, "free")
-			_ = l.Unlock(ctx)
+			if err := l.Unlock(ctx); err != nil {
+				fmt.Println("unlock:", err)
+			}
 		}
 	}
-	_ = held.Unlock(ctx)
 	// Output:
 	// holding proj/A/C
 	// proj/A/C/D refused
@@ -318,62 +313,104 @@ func ExampleClient_TryLockPath() {
 }
 
 func ExampleClient_TryRLock() {
-	clients, stop := startNodes(3)
-	defer stop()
-	locker, _ := redlock.New(clients)
+	locker, err := redlock.Dial(nodeURLs)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer locker.Close()
 	ctx := context.Background()
 
 	// Readers share the key; the writer is an ordinary TryLock on it.
-	r1, _ := locker.TryRLock(ctx, "doc:7", 10*time.Second)
+	r1, err := locker.TryRLock(ctx, "doc:7", 10*time.Second)
+	if err != nil {
+		fmt.Println("not obtained:", err)
+		return
+	}
 	r2, err := locker.TryRLock(ctx, "doc:7", 10*time.Second)
 	fmt.Println("second reader in:", err == nil)
 
 	_, err = locker.TryLock(ctx, "doc:7", 10*time.Second)
 	fmt.Println("writer refused while reading:", errors.Is(err, redlock.ErrContended))
 
-	_ = r1.Unlock(ctx)
-	_ = r2.Unlock(ctx)
+	if err := r1.Unlock(ctx); err != nil {
+		fmt.Println("unlock:", err)
+	}
+	if err := r2.Unlock(ctx); err != nil {
+		fmt.Println("unlock:", err)
+	}
 	w, err := locker.TryLock(ctx, "doc:7", 10*time.Second)
-	fmt.Println("writer in once the readers left:", err == nil)
+	if err != nil {
+		fmt.Println("not obtained:", err)
+		return
+	}
+	defer func() {
+		if err := w.Unlock(ctx); err != nil {
+			fmt.Println("unlock:", err)
+		}
+	}()
+	fmt.Println("writer in once the readers left")
 
 	_, err = locker.TryRLock(ctx, "doc:7", 10*time.Second)
 	fmt.Println("reader refused while writing:", errors.Is(err, redlock.ErrContended))
-	_ = w.Unlock(ctx)
 	// Output:
 	// second reader in: true
 	// writer refused while reading: true
-	// writer in once the readers left: true
+	// writer in once the readers left
 	// reader refused while writing: true
 }
 
 func ExampleClient_TryAcquire() {
-	clients, stop := startNodes(3)
-	defer stop()
-	locker, _ := redlock.New(clients)
+	locker, err := redlock.Dial(nodeURLs)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer locker.Close()
 	ctx := context.Background()
 
 	// At most 2 exports at once. Every user of the key passes the same
 	// limit. With limit 2 a permit needs SemaphoreQuorum(3, 2) = 3 nodes.
 	const limit = 2
 	fmt.Println("nodes needed:", redlock.SemaphoreQuorum(locker.Nodes(), limit))
-	p1, _ := locker.TryAcquire(ctx, "exports", limit, 10*time.Second)
+	p1, err := locker.TryAcquire(ctx, "exports", limit, 10*time.Second)
+	if err != nil {
+		fmt.Println("not obtained:", err)
+		return
+	}
 	p2, err := locker.TryAcquire(ctx, "exports", limit, 10*time.Second)
-	fmt.Println("second permit:", err == nil)
+	if err != nil {
+		fmt.Println("not obtained:", err)
+		return
+	}
+	defer func() {
+		if err := p2.Unlock(ctx); err != nil {
+			fmt.Println("unlock:", err)
+		}
+	}()
 
 	_, err = locker.TryAcquire(ctx, "exports", limit, 10*time.Second)
 	fmt.Println("third permit refused:", errors.Is(err, redlock.ErrContended))
 
 	// A returned permit can be taken again.
-	_ = p1.Unlock(ctx)
+	if err := p1.Unlock(ctx); err != nil {
+		fmt.Println("unlock:", err)
+	}
 	p3, err := locker.TryAcquire(ctx, "exports", limit, 10*time.Second)
-	fmt.Println("permit after a return:", err == nil)
-	_ = p2.Unlock(ctx)
-	_ = p3.Unlock(ctx)
+	if err != nil {
+		fmt.Println("not obtained:", err)
+		return
+	}
+	defer func() {
+		if err := p3.Unlock(ctx); err != nil {
+			fmt.Println("unlock:", err)
+		}
+	}()
+	fmt.Println("permit taken again after a return")
 	// Output:
 	// nodes needed: 3
-	// second permit: true
 	// third permit refused: true
-	// permit after a return: true
+	// permit taken again after a return
 }
 
 func ExampleSemaphoreQuorum() {
@@ -393,9 +430,12 @@ func ExampleSemaphoreQuorum() {
 }
 
 func ExampleMultiLock() {
-	clients, stop := startNodes(3)
-	defer stop()
-
+	// Clients of its own: this example closes one of them.
+	clients, err := redlock.NewClients(nodeURLs...)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	// Every node must grant the lock: it survives data loss on up to two
 	// of the three nodes, but not the loss of any one node's availability.
 	locker, err := redlock.NewMultiLock(clients)
@@ -403,6 +443,14 @@ func ExampleMultiLock() {
 		fmt.Println(err)
 		return
 	}
+	// NewMultiLock leaves its go-redis clients to the caller: close them
+	// after it.
+	defer func() {
+		_ = locker.Close()
+		for _, c := range clients {
+			_ = c.Close()
+		}
+	}()
 	ctx := context.Background()
 
 	lock, err := locker.TryLock(ctx, "ledger:close", 10*time.Second)
@@ -411,7 +459,9 @@ func ExampleMultiLock() {
 		return
 	}
 	fmt.Println("held on all", locker.Nodes(), "nodes")
-	_ = lock.Unlock(ctx)
+	if err := lock.Unlock(ctx); err != nil {
+		fmt.Println("unlock:", err)
+	}
 
 	// With one node gone no lock can be won, whatever the others say.
 	_ = clients[2].Close()
@@ -428,9 +478,12 @@ func ExampleMultiLock() {
 }
 
 func ExampleClient_TryLockKeys() {
-	clients, stop := startNodes(3)
-	defer stop()
-	locker, _ := redlock.New(clients)
+	locker, err := redlock.Dial(nodeURLs)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer locker.Close()
 	ctx := context.Background()
 
 	// A transfer locks both accounts, or neither. With a Redis Cluster
@@ -441,6 +494,11 @@ func ExampleClient_TryLockKeys() {
 		fmt.Println("not obtained:", err)
 		return
 	}
+	defer func() {
+		if err := lock.Unlock(ctx); err != nil {
+			fmt.Println("unlock:", err)
+		}
+	}()
 	fmt.Println("holding", lock.Key())
 
 	// A set that overlaps a held one is refused, and takes nothing.
@@ -449,36 +507,40 @@ func ExampleClient_TryLockKeys() {
 
 	// A disjoint set is independent.
 	other, err := locker.TryLockKeys(ctx, []string{"account:3", "account:4"}, 10*time.Second)
-	fmt.Println("account:3 and account:4 free:", err == nil)
-
-	_ = other.Unlock(ctx)
-	_ = lock.Unlock(ctx)
+	if err != nil {
+		fmt.Println("not obtained:", err)
+		return
+	}
+	defer func() {
+		if err := other.Unlock(ctx); err != nil {
+			fmt.Println("unlock:", err)
+		}
+	}()
+	fmt.Println("account:3 and account:4 free")
 	// Output:
 	// holding account:1,account:2
 	// account:2 busy: true
-	// account:3 and account:4 free: true
+	// account:3 and account:4 free
 }
 
 // A resource kept in Redis, written only with the writer's fencing token:
 // a holder that paused past its lease, and whose lock was taken by a later
 // holder meanwhile, is refused by the resource itself.
 func ExampleFencedSet() {
-	clients, stop := startNodes(3)
-	defer stop()
-	store, err := redisnode.Start(redisnode.Options{}) // where the resource lives
+	opt, err := redis.ParseURL(storeURL) // where the resource lives
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer store.Close()
-	db := redis.NewClient(&redis.Options{Addr: store.Addr()})
+	db := redis.NewClient(opt)
 	defer db.Close()
 
-	locker, err := redlock.New(clients, redlock.WithFencing())
+	locker, err := redlock.Dial(nodeURLs, redlock.WithFencing())
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
+	defer locker.Close()
 	ctx := context.Background()
 
 	first, err := locker.TryLock(ctx, "report:daily", 100*time.Millisecond)
@@ -496,7 +558,11 @@ func ExampleFencedSet() {
 		fmt.Println(err)
 		return
 	}
-	defer second.Unlock(ctx)
+	defer func() {
+		if err := second.Unlock(ctx); err != nil {
+			fmt.Println("unlock:", err)
+		}
+	}()
 	fmt.Println("second's token is larger:", second.Fence() > first.Fence())
 
 	err = redlock.FencedSet(ctx, db, "report:daily:data", second.Fence(), "written by second")
