@@ -273,3 +273,59 @@ const (
 	// defaultDriftFactor: WithDriftFactor's default (its doc).
 	defaultDriftFactor = 0.01
 )
+
+// nodeState is what a walk over node states makes of one node.
+type nodeState int
+
+const (
+	nodeHealthy nodeState = iota // up and free
+	nodeDown                     // killed: connections are refused
+	nodeTaken                    // up, the key held by another token
+)
+
+// subsetCase is one assignment of states to the nodes of a walk.
+type subsetCase struct {
+	name    string                  // the states, as "[0 2 1 ...]"
+	key     string                  // unique to the case
+	states  []nodeState             // one per node
+	clients []redis.UniversalClient // down nodes' are killed servers'
+	live    []redis.UniversalClient // every node's, live, to read them
+	// How many nodes are in each state.
+	healthy, down, taken int
+}
+
+// everyNodeState walks every assignment of healthy, down and taken over
+// n real nodes (3^n cases). For each case, hold puts another holder's
+// value at the case's key on each taken node, and check runs with
+// clients whose down nodes are killed redis-servers.
+func everyNodeState(t *testing.T, n int, hold func(c redis.UniversalClient, key string), check func(sc subsetCase)) {
+	t.Helper()
+	_, live := cluster(t, n)
+	dead := deadClients(t, n)
+	cases := 1
+	for range n {
+		cases *= 3
+	}
+	for mask := range cases {
+		sc := subsetCase{key: key(t), states: make([]nodeState, n), clients: make([]redis.UniversalClient, n), live: live}
+		m := mask
+		for i := range sc.states {
+			sc.states[i] = nodeState(m % 3)
+			m /= 3
+			switch sc.states[i] {
+			case nodeHealthy:
+				sc.clients[i] = live[i]
+				sc.healthy++
+			case nodeDown:
+				sc.clients[i] = dead[i]
+				sc.down++
+			case nodeTaken:
+				sc.clients[i] = live[i]
+				hold(live[i], sc.key)
+				sc.taken++
+			}
+		}
+		sc.name = fmt.Sprint(sc.states)
+		check(sc)
+	}
+}

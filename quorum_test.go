@@ -21,47 +21,19 @@ import (
 // leaves none of our keys, the reason names contention or outage, and
 // neither Lock nor Unlock touches another holder's key.
 func TestQuorumSubsets(t *testing.T) {
-	_, live := cluster(t, 5)
-	dead := deadClients(t, 5)
 	ctx := context.Background()
-	const (
-		healthy = iota
-		down
-		taken
-	)
-	for mask := 0; mask < 243; mask++ {
-		states := make([]int, 5)
-		m := mask
-		for i := range states {
-			states[i] = m % 3
-			m /= 3
-		}
-		name := fmt.Sprint(states)
-		k := key(t)
-		clients := make([]redis.UniversalClient, 5)
-		var nHealthy, nDown, nTaken int
-		for i, s := range states {
-			switch s {
-			case healthy:
-				clients[i] = live[i]
-				nHealthy++
-			case down:
-				clients[i] = dead[i]
-				nDown++
-			case taken:
-				clients[i] = live[i]
-				holdForeign(t, live[i], k, time.Minute)
-				nTaken++
-			}
-		}
-		c := newClient(t, clients, redlock.WithNodeTimeout(time.Second))
+	everyNodeState(t, 5, func(c redis.UniversalClient, k string) {
+		holdForeign(t, c, k, time.Minute)
+	}, func(sc subsetCase) {
+		name, k, states, live := sc.name, sc.key, sc.states, sc.live
+		c := newClient(t, sc.clients, redlock.WithNodeTimeout(time.Second))
 		l, err := c.TryLock(ctx, k, 10*time.Second)
-		if nHealthy >= 3 {
+		if sc.healthy >= 3 {
 			require.NoError(t, err, name)
 			require.Positive(t, l.Validity(), name)
 			holding := 0
 			for i, s := range states {
-				if s == healthy && get(t, live[i], k) == l.Token() {
+				if s == nodeHealthy && get(t, live[i], k) == l.Token() {
 					holding++
 				}
 			}
@@ -76,26 +48,26 @@ func TestQuorumSubsets(t *testing.T) {
 			// The round decides on the replies it has: a majority
 			// of refusals is contention, of failures an outage, a mix
 			// is both.
-			if nTaken >= 3 {
+			if sc.taken >= 3 {
 				require.ErrorIs(t, err, redlock.ErrContended, name)
 			}
-			if nDown >= 3 {
+			if sc.down >= 3 {
 				require.ErrorIs(t, err, redlock.ErrUnreachable, name)
 			}
-			if nDown == 0 {
+			if sc.down == 0 {
 				require.NotErrorIs(t, err, redlock.ErrUnreachable, name)
 			}
-			if nTaken == 0 {
+			if sc.taken == 0 {
 				require.NotErrorIs(t, err, redlock.ErrContended, name)
 			}
 			for _, r := range qe.Nodes {
 				switch states[r.Node] {
-				case down:
+				case nodeDown:
 					if r.Status != redlock.NodePending {
 						require.Equal(t, redlock.NodeFailed, r.Status, "%s: %v", name, r)
 						require.Error(t, r.Err, name)
 					}
-				case taken:
+				case nodeTaken:
 					if r.Status != redlock.NodePending {
 						require.Equal(t, redlock.NodeTaken, r.Status, "%s: %v", name, r)
 					}
@@ -104,13 +76,13 @@ func TestQuorumSubsets(t *testing.T) {
 		}
 		for i, s := range states {
 			switch s {
-			case healthy: // released by Unlock or the lost attempt, late replies too
+			case nodeHealthy: // released by Unlock or the lost attempt, late replies too
 				eventually(t, 2*time.Second, func() bool { return get(t, live[i], k) == "" }, "%s: node %d keeps a key", name, i)
-			case taken: // never touched
+			case nodeTaken: // never touched
 				require.Equal(t, foreignToken, get(t, live[i], k), "%s: node %d lost the other holder's key", name, i)
 			}
 		}
-	}
+	})
 }
 
 // TestFirstRoundNeverReturnsExpired: a client's first round waits up to

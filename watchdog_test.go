@@ -163,38 +163,37 @@ func TestDoneFollowsEarlierDeadline(t *testing.T) {
 // TestHoldLimits: WithMaxExtensions and WithMaxHold stop auto-extension.
 func TestHoldLimits(t *testing.T) {
 	_, clients := cluster(t, 3)
-	ctx := context.Background()
 	const ttl = 200 * time.Millisecond
 	t.Run("max extensions", func(t *testing.T) {
-		c := newClient(t, clients, redlock.WithMaxExtensions(2))
-		l, err := c.TryLock(ctx, key(t), ttl)
-		require.NoError(t, err)
-		require.NoError(t, l.AutoExtend(ctx))
-		select {
-		case <-l.Done():
-		case <-time.After(10 * ttl):
-			t.Fatal("auto-extension was not stopped by the limit")
-		}
+		l := heldUntilLimit(t, newClient(t, clients, redlock.WithMaxExtensions(2)), ttl)
 		require.ErrorIs(t, l.Err(), redlock.ErrLockLost)
-		require.ErrorIs(t, l.Err(), redlock.ErrHoldLimit)
 		require.Equal(t, 2, l.Extensions())
 	})
 	t.Run("max hold", func(t *testing.T) {
 		const hold = 2*ttl + ttl/4
 		c := newClient(t, clients, redlock.WithMaxHold(hold))
 		start := time.Now()
-		l, err := c.TryLock(ctx, key(t), ttl)
-		require.NoError(t, err)
-		require.NoError(t, l.AutoExtend(ctx))
-		select {
-		case <-l.Done():
-		case <-time.After(10 * ttl):
-			t.Fatal("auto-extension was not stopped by the limit")
-		}
-		require.ErrorIs(t, l.Err(), redlock.ErrHoldLimit)
+		l := heldUntilLimit(t, c, ttl)
 		require.GreaterOrEqual(t, l.Extensions(), 1)
 		require.LessOrEqual(t, l.Deadline().Sub(start), hold, "an extension carried the lock past the hold limit")
 	})
+}
+
+// heldUntilLimit takes a lock of ttl on c and auto-extends it until a
+// hold limit ends it (within 10 TTLs, else the test fails).
+func heldUntilLimit(t *testing.T, c *redlock.Client, ttl time.Duration) *redlock.Lock {
+	t.Helper()
+	ctx := context.Background()
+	l, err := c.TryLock(ctx, key(t), ttl)
+	require.NoError(t, err)
+	require.NoError(t, l.AutoExtend(ctx))
+	select {
+	case <-l.Done():
+	case <-time.After(10 * ttl):
+		t.Fatalf("want auto-extension stopped by the limit within %v, got none", 10*ttl)
+	}
+	require.ErrorIs(t, l.Err(), redlock.ErrHoldLimit)
+	return l
 }
 
 // TestDoneAfterUnlock: Unlock ends the watch with ErrReleased.
