@@ -13,45 +13,31 @@ import (
 )
 
 // nodeURLs are the examples' Redis masters, one URL each, as a program
-// would list its own ("redis://redis1:6379", ...). TestMain fills it
+// would list its own ("redis://redis1:6379", ...), and storeURL is the
+// Redis where ExampleFencedSet keeps its resource. TestMain fills them
 // with local redis-server processes (startExampleNodes).
-var nodeURLs []string
+var (
+	nodeURLs []string
+	storeURL string
+)
 
-// startExampleNodes starts three local redis-server processes for the
-// examples and returns their URLs, and a func that stops them.
-func startExampleNodes() ([]string, func(), error) {
-	nodes, err := redisnode.StartN(3, redisnode.Options{})
+// startExampleNodes starts four local redis-server processes for the
+// examples and returns the URLs of three lock nodes and of a store, and a
+// func that stops them.
+func startExampleNodes() (nodes []string, store string, stop func(), err error) {
+	started, err := redisnode.StartN(4, redisnode.Options{})
 	if err != nil {
-		return nil, nil, err
+		return nil, "", nil, err
 	}
-	urls := make([]string, len(nodes))
-	for i, nd := range nodes {
+	urls := make([]string, len(started))
+	for i, nd := range started {
 		urls[i] = "redis://" + nd.Addr()
 	}
-	return urls, func() {
-		for _, nd := range nodes {
+	return urls[:3], urls[3], func() {
+		for _, nd := range started {
 			_ = nd.Close()
 		}
 	}, nil
-}
-
-// startNodes starts n local redis-server processes and returns a client
-// for each, for examples that need nodes of their own.
-func startNodes(n int) ([]redis.UniversalClient, func()) {
-	nodes, err := redisnode.StartN(n, redisnode.Options{})
-	if err != nil {
-		panic(err)
-	}
-	clients := make([]redis.UniversalClient, n)
-	for i, nd := range nodes {
-		clients[i] = redis.NewClient(&redis.Options{Addr: nd.Addr()})
-	}
-	return clients, func() {
-		for i := range nodes {
-			_ = clients[i].Close()
-			_ = nodes[i].Close()
-		}
-	}
 }
 
 // The whole life of a lock: Dial the nodes, wait for the lock, tell why
@@ -279,4 +265,318 @@ func ExampleWithObserver() {
 	// second attempt contended: true
 	// attempts 2, won 1, contended 1
 	// extensions 1, released 1, lost 0
+}
+
+func ExampleClient_TryLockPath() {
+	locker, err := redlock.Dial(nodeURLs)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer locker.Close()
+	ctx := context.Background()
+
+	// A folder lock covers the folder, everything below it and, while it
+	// is held, keeps every folder above it from being locked.
+	held, err := locker.TryLockPath(ctx, "proj/A/C", 10*time.Second)
+	if err != nil {
+		fmt.Println("not obtained:", err)
+		return
+	}
+	defer func() {
+		if err := held.Unlock(ctx); err != nil {
+			fmt.Println("unlock:", err)
+		}
+	}()
+	fmt.Println("holding", held.Key())
+
+	for _, path := range []string{"proj/A/C/D", "proj/A", "proj/A/B", "proj/A/CD"} {
+		l, err := locker.TryLockPath(ctx, path, 10*time.Second)
+		switch {
+		case errors.Is(err, redlock.ErrContended):
+			fmt.Println(path, "refused")
+		case err != nil:
+			fmt.Println(path, "error:", err)
+		default:
+			fmt.Println(path, "free")
+			if err := l.Unlock(ctx); err != nil {
+				fmt.Println("unlock:", err)
+			}
+		}
+	}
+	// Output:
+	// holding proj/A/C
+	// proj/A/C/D refused
+	// proj/A refused
+	// proj/A/B free
+	// proj/A/CD free
+}
+
+func ExampleClient_TryRLock() {
+	locker, err := redlock.Dial(nodeURLs)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer locker.Close()
+	ctx := context.Background()
+
+	// Readers share the key; the writer is an ordinary TryLock on it.
+	r1, err := locker.TryRLock(ctx, "doc:7", 10*time.Second)
+	if err != nil {
+		fmt.Println("not obtained:", err)
+		return
+	}
+	r2, err := locker.TryRLock(ctx, "doc:7", 10*time.Second)
+	fmt.Println("second reader in:", err == nil)
+
+	_, err = locker.TryLock(ctx, "doc:7", 10*time.Second)
+	fmt.Println("writer refused while reading:", errors.Is(err, redlock.ErrContended))
+
+	if err := r1.Unlock(ctx); err != nil {
+		fmt.Println("unlock:", err)
+	}
+	if err := r2.Unlock(ctx); err != nil {
+		fmt.Println("unlock:", err)
+	}
+	w, err := locker.TryLock(ctx, "doc:7", 10*time.Second)
+	if err != nil {
+		fmt.Println("not obtained:", err)
+		return
+	}
+	defer func() {
+		if err := w.Unlock(ctx); err != nil {
+			fmt.Println("unlock:", err)
+		}
+	}()
+	fmt.Println("writer in once the readers left")
+
+	_, err = locker.TryRLock(ctx, "doc:7", 10*time.Second)
+	fmt.Println("reader refused while writing:", errors.Is(err, redlock.ErrContended))
+	// Output:
+	// second reader in: true
+	// writer refused while reading: true
+	// writer in once the readers left
+	// reader refused while writing: true
+}
+
+func ExampleClient_TryAcquire() {
+	locker, err := redlock.Dial(nodeURLs)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer locker.Close()
+	ctx := context.Background()
+
+	// At most 2 exports at once. Every user of the key passes the same
+	// limit. With limit 2 a permit needs SemaphoreQuorum(3, 2) = 3 nodes.
+	const limit = 2
+	fmt.Println("nodes needed:", redlock.SemaphoreQuorum(locker.Nodes(), limit))
+	p1, err := locker.TryAcquire(ctx, "exports", limit, 10*time.Second)
+	if err != nil {
+		fmt.Println("not obtained:", err)
+		return
+	}
+	p2, err := locker.TryAcquire(ctx, "exports", limit, 10*time.Second)
+	if err != nil {
+		fmt.Println("not obtained:", err)
+		return
+	}
+	defer func() {
+		if err := p2.Unlock(ctx); err != nil {
+			fmt.Println("unlock:", err)
+		}
+	}()
+
+	_, err = locker.TryAcquire(ctx, "exports", limit, 10*time.Second)
+	fmt.Println("third permit refused:", errors.Is(err, redlock.ErrContended))
+
+	// A returned permit can be taken again.
+	if err := p1.Unlock(ctx); err != nil {
+		fmt.Println("unlock:", err)
+	}
+	p3, err := locker.TryAcquire(ctx, "exports", limit, 10*time.Second)
+	if err != nil {
+		fmt.Println("not obtained:", err)
+		return
+	}
+	defer func() {
+		if err := p3.Unlock(ctx); err != nil {
+			fmt.Println("unlock:", err)
+		}
+	}()
+	fmt.Println("permit taken again after a return")
+	// Output:
+	// nodes needed: 3
+	// third permit refused: true
+	// permit taken again after a return
+}
+
+func ExampleSemaphoreQuorum() {
+	// How many of 5 nodes must grant a permit, and how many may then be
+	// down, for each limit. Limit 1 is the ordinary majority.
+	const nodes = 5
+	for limit := 1; limit <= 5; limit++ {
+		q := redlock.SemaphoreQuorum(nodes, limit)
+		fmt.Printf("limit %d: %d of %d nodes, %d may fail\n", limit, q, nodes, nodes-q)
+	}
+	// Output:
+	// limit 1: 3 of 5 nodes, 2 may fail
+	// limit 2: 4 of 5 nodes, 1 may fail
+	// limit 3: 4 of 5 nodes, 1 may fail
+	// limit 4: 5 of 5 nodes, 0 may fail
+	// limit 5: 5 of 5 nodes, 0 may fail
+}
+
+func ExampleMultiLock() {
+	// Clients of its own: this example closes one of them.
+	clients, err := redlock.NewClients(nodeURLs...)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// Every node must grant the lock: it survives data loss on up to two
+	// of the three nodes, but not the loss of any one node's availability.
+	locker, err := redlock.NewMultiLock(clients)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// NewMultiLock leaves its go-redis clients to the caller: close them
+	// after it.
+	defer func() {
+		_ = locker.Close()
+		for _, c := range clients {
+			_ = c.Close()
+		}
+	}()
+	ctx := context.Background()
+
+	lock, err := locker.TryLock(ctx, "ledger:close", 10*time.Second)
+	if err != nil {
+		fmt.Println("not obtained:", err)
+		return
+	}
+	fmt.Println("held on all", locker.Nodes(), "nodes")
+	if err := lock.Unlock(ctx); err != nil {
+		fmt.Println("unlock:", err)
+	}
+
+	// With one node gone no lock can be won, whatever the others say.
+	_ = clients[2].Close()
+	_, err = locker.TryLock(ctx, "ledger:close", 10*time.Second)
+	var qe *redlock.QuorumError
+	if errors.Is(err, redlock.ErrUnreachable) && errors.As(err, &qe) {
+		for _, n := range qe.Failed() {
+			fmt.Println("node", n.Node, n.Status)
+		}
+	}
+	// Output:
+	// held on all 3 nodes
+	// node 2 failed
+}
+
+func ExampleClient_TryLockKeys() {
+	locker, err := redlock.Dial(nodeURLs)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer locker.Close()
+	ctx := context.Background()
+
+	// A transfer locks both accounts, or neither. With a Redis Cluster
+	// node the keys must share a hash slot: "{bank}:account:1" and
+	// "{bank}:account:2" do, through their common hash tag "bank".
+	lock, err := locker.TryLockKeys(ctx, []string{"account:1", "account:2"}, 10*time.Second)
+	if err != nil {
+		fmt.Println("not obtained:", err)
+		return
+	}
+	defer func() {
+		if err := lock.Unlock(ctx); err != nil {
+			fmt.Println("unlock:", err)
+		}
+	}()
+	fmt.Println("holding", lock.Key())
+
+	// A set that overlaps a held one is refused, and takes nothing.
+	_, err = locker.TryLockKeys(ctx, []string{"account:2", "account:3"}, 10*time.Second)
+	fmt.Println("account:2 busy:", errors.Is(err, redlock.ErrContended))
+
+	// A disjoint set is independent.
+	other, err := locker.TryLockKeys(ctx, []string{"account:3", "account:4"}, 10*time.Second)
+	if err != nil {
+		fmt.Println("not obtained:", err)
+		return
+	}
+	defer func() {
+		if err := other.Unlock(ctx); err != nil {
+			fmt.Println("unlock:", err)
+		}
+	}()
+	fmt.Println("account:3 and account:4 free")
+	// Output:
+	// holding account:1,account:2
+	// account:2 busy: true
+	// account:3 and account:4 free
+}
+
+// A resource kept in Redis, written only with the writer's fencing token:
+// a holder that paused past its lease, and whose lock was taken by a later
+// holder meanwhile, is refused by the resource itself.
+func ExampleFencedSet() {
+	opt, err := redis.ParseURL(storeURL) // where the resource lives
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	db := redis.NewClient(opt)
+	defer db.Close()
+
+	locker, err := redlock.Dial(nodeURLs, redlock.WithFencing())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer locker.Close()
+	ctx := context.Background()
+
+	first, err := locker.TryLock(ctx, "report:daily", 100*time.Millisecond)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// first pauses (GC, page fault, slow network) past its validity...
+	for first.Validity() > 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	// ...and a second holder takes the lock once the keys expire.
+	second, err := locker.Lock(ctx, "report:daily", 10*time.Second)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer func() {
+		if err := second.Unlock(ctx); err != nil {
+			fmt.Println("unlock:", err)
+		}
+	}()
+	fmt.Println("second's token is larger:", second.Fence() > first.Fence())
+
+	err = redlock.FencedSet(ctx, db, "report:daily:data", second.Fence(), "written by second")
+	fmt.Println("second writes:", err)
+
+	// first wakes up and writes with its old token: refused.
+	err = redlock.FencedSet(ctx, db, "report:daily:data", first.Fence(), "written by first")
+	fmt.Println("first is refused:", errors.Is(err, redlock.ErrStaleFence))
+
+	v, _ := db.HGet(ctx, "report:daily:data", "value").Result()
+	fmt.Println("value:", v)
+	// Output:
+	// second's token is larger: true
+	// second writes: <nil>
+	// first is refused: true
+	// value: written by second
 }

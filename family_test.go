@@ -3,9 +3,11 @@ package redlock_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,98 +172,6 @@ func TestPathHandoff(t *testing.T) {
 	case <-time.After(9 * time.Second):
 		t.Fatal("LockPath on the ancestor did not return after the descendant's release")
 	}
-}
-
-// TestReadWrite: readers share a key; a writer is refused while a live
-// reader holds it and readers while a writer does; a reader whose lease
-// expired stops blocking; readers extend; the last reader's release frees
-// the key for a writer and leaves nothing on the nodes.
-func TestReadWrite(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
-	ctx := context.Background()
-	k := key(t)
-
-	r1, err := rl.TryRLock(ctx, k, 10*time.Second)
-	require.NoError(t, err)
-	require.Equal(t, k, r1.Key())
-	r2, err := rl.TryRLock(ctx, k, 10*time.Second)
-	require.NoError(t, err, "want readers to share the key")
-	_, err = rl.TryLock(ctx, k, time.Second)
-	require.ErrorIs(t, err, redlock.ErrContended, "want a writer refused while readers hold the key")
-	require.NoError(t, r1.Extend(ctx, 20*time.Second))
-	require.NoError(t, r1.Unlock(ctx))
-	_, err = rl.TryLock(ctx, k, time.Second)
-	require.ErrorIs(t, err, redlock.ErrContended, "want a writer refused while one reader is left")
-	require.NoError(t, r2.Unlock(ctx))
-
-	w, err := rl.TryLock(ctx, k, 10*time.Second)
-	require.NoError(t, err, "want the writer in once the readers left")
-	_, err = rl.TryRLock(ctx, k, time.Second)
-	require.ErrorIs(t, err, redlock.ErrContended, "want a reader refused while a writer holds the key")
-	require.NoError(t, w.Unlock(ctx))
-
-	// An abandoned reader blocks only until its lease expires.
-	_, err = rl.TryRLock(ctx, k, 300*time.Millisecond)
-	require.NoError(t, err)
-	long, err := rl.TryRLock(ctx, k, 400*time.Millisecond)
-	require.NoError(t, err)
-	require.NoError(t, long.Unlock(ctx)) // the short one stays, abandoned
-	_, err = rl.TryLock(ctx, k, time.Second)
-	require.ErrorIs(t, err, redlock.ErrContended)
-	eventually(t, 5*time.Second, func() bool {
-		w, err := rl.TryLock(ctx, k, time.Second)
-		if err != nil {
-			return false
-		}
-		require.NoError(t, w.Unlock(ctx))
-		return true
-	}, "want the writer in once the abandoned reader's lease expired")
-	requireRWGone(t, clients, k, 2*time.Second)
-}
-
-// TestRWHandoff: a writer waiting for readers wakes on the last reader's
-// release; a reader waiting for a writer wakes on the writer's.
-func TestRWHandoff(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
-	ctx := context.Background()
-	k := key(t)
-	r, err := rl.TryRLock(ctx, k, 10*time.Second)
-	require.NoError(t, err)
-	wait := func(f func(context.Context) (*redlock.Lock, error)) <-chan *redlock.Lock {
-		ch := make(chan *redlock.Lock, 1)
-		go func() {
-			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			l, err := f(wctx)
-			if err != nil {
-				t.Errorf("waiter: %v", err)
-			}
-			ch <- l
-		}()
-		return ch
-	}
-	writer := wait(func(c context.Context) (*redlock.Lock, error) {
-		return rl.Lock(c, k, 10*time.Second, redlock.WithRetryDelay(5*time.Second))
-	})
-	time.Sleep(300 * time.Millisecond)
-	start := time.Now()
-	require.NoError(t, r.Unlock(ctx))
-	w := <-writer
-	require.NotNil(t, w)
-	require.Less(t, time.Since(start), 2*time.Second, "want the writer woken by the last reader's release")
-
-	reader := wait(func(c context.Context) (*redlock.Lock, error) {
-		return rl.RLock(c, k, 10*time.Second, redlock.WithRetryDelay(5*time.Second))
-	})
-	time.Sleep(300 * time.Millisecond)
-	start = time.Now()
-	require.NoError(t, w.Unlock(ctx))
-	r2 := <-reader
-	require.NotNil(t, r2)
-	require.Less(t, time.Since(start), 2*time.Second, "want the reader woken by the writer's release")
-	require.NoError(t, r2.Unlock(ctx))
 }
 
 // TestSemaphore: at most limit permits at once; a returned permit is
@@ -782,4 +692,327 @@ func TestLockStopsOnForeignValue(t *testing.T) {
 			_ = l.Unlock(ctx) // node 1 fails the release (WRONGTYPE)
 		})
 	}
+}
+
+// TestFamilyTinyTimeouts: 24 goroutines on one small tree, read-write
+// keys and a semaphore, with a 1ms node timeout, for 2 seconds. Every
+// returned lock is checked while held against the others: no two related
+// paths, no writer beside a reader, never more than limit permits, all
+// while both holders' Validity is positive.
+func TestFamilyTinyTimeouts(t *testing.T) {
+	_, clients := cluster(t, 5)
+	rl := newClient(t, clients, redlock.WithNodeTimeout(time.Millisecond))
+	root := key(t)
+	paths := []string{"a", "a/b", "a/b/c", "a/bc", "a/b-1", "a/.b", "d", "d/e"}
+	d := 2 * time.Second
+	if testing.Short() {
+		d = time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	// hold is one lock counted as held: its kind ("path", "read",
+	// "write", "permit") and path.
+	type hold struct {
+		kind, path string
+		l          *redlock.Lock
+	}
+	var mu sync.Mutex
+	held := map[*hold]struct{}{}
+	related := func(a, b string) bool {
+		return a == b || strings.HasPrefix(a, b+"/") || strings.HasPrefix(b, a+"/")
+	}
+	// conflict names a live hold that h may not be beside, or "".
+	conflict := func(h *hold) string {
+		permits := 0
+		for o := range held {
+			if o.l.Validity() <= 0 {
+				continue // expired: no longer holding
+			}
+			switch {
+			case h.kind == "path" && o.kind == "path" && related(h.path, o.path):
+				return fmt.Sprintf("path %q beside related %q", h.path, o.path)
+			case h.kind == "write" && (o.kind == "read" || o.kind == "write"),
+				h.kind == "read" && o.kind == "write":
+				return fmt.Sprintf("%s beside a %s", h.kind, o.kind)
+			case h.kind == "permit" && o.kind == "permit":
+				permits++
+			}
+		}
+		if permits >= 2 {
+			return fmt.Sprintf("permit beside %d of limit 2", permits)
+		}
+		return ""
+	}
+	var acquired atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 24 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 3))
+			for ctx.Err() == nil {
+				h := &hold{}
+				var err error
+				switch rng.IntN(4) {
+				case 0:
+					h.kind, h.path = "path", paths[rng.IntN(len(paths))]
+					h.l, err = rl.TryLockPath(ctx, root+"/"+h.path, 200*time.Millisecond)
+				case 1:
+					h.kind = "read"
+					h.l, err = rl.TryRLock(ctx, root+"-rw", 200*time.Millisecond)
+				case 2:
+					h.kind = "write"
+					h.l, err = rl.TryLock(ctx, root+"-rw", 200*time.Millisecond)
+				default:
+					h.kind = "permit"
+					h.l, err = rl.TryAcquire(ctx, root+"-sem", 2, 200*time.Millisecond)
+				}
+				if err != nil {
+					continue
+				}
+				acquired.Add(1)
+				mu.Lock()
+				if msg := conflict(h); msg != "" && h.l.Validity() > 0 {
+					t.Errorf("%s (validity %v)", msg, h.l.Validity())
+				}
+				held[h] = struct{}{}
+				mu.Unlock()
+				time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
+				mu.Lock()
+				delete(held, h)
+				mu.Unlock()
+				_ = h.l.Unlock(context.Background())
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d acquisitions with a 1ms node timeout", acquired.Load())
+	eventually(t, 5*time.Second, func() bool { return len(nodeKeys(t, clients, root)) == 0 },
+		"want nothing left on the nodes, got %v", nodeKeys(t, clients, root))
+}
+
+// TestFamilyConcurrentExtend: two Extends at once on one read lock and
+// on one permit, 10s and 300ms, many times: Validity never promises more
+// than a quorum of nodes still grants the lease (its expiry on the node,
+// read from the readers set or the semaphore).
+func TestFamilyConcurrentExtend(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	k := key(t)
+	r, err := rl.TryRLock(ctx, k+"-r", 10*time.Second)
+	require.NoError(t, err)
+	p, err := rl.TryAcquire(ctx, k+"-s", 2, 10*time.Second)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		l        *redlock.Lock
+		set, tok string
+	}{{r, redlock.ReadersKey(k + "-r"), r.Token()}, {p, k + "-s", p.Token()}} {
+		for i := range 150 {
+			var wg sync.WaitGroup
+			for _, ttl := range []time.Duration{10 * time.Second, 300 * time.Millisecond} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_ = tc.l.Extend(ctx, ttl) // may fail under load; the promise must hold anyway
+				}()
+			}
+			wg.Wait()
+			var left []time.Duration
+			for _, c := range clients {
+				score, err := c.ZScore(ctx, tc.set, tc.tok).Result()
+				if err == redis.Nil {
+					left = append(left, 0) // the lease is gone from this node
+					continue
+				}
+				require.NoError(t, err)
+				now, err := c.Time(ctx).Result()
+				require.NoError(t, err)
+				left = append(left, time.Duration(score*float64(time.Millisecond))-time.Duration(now.UnixNano()))
+			}
+			// The 2nd largest of 3 is what a quorum grants.
+			a, b, c := left[0], left[1], left[2]
+			q := max(min(a, b), min(max(a, b), c))
+			v := tc.l.Validity()
+			if v > q+2*time.Millisecond {
+				t.Fatalf("%s pair %d: want Validity <= %v (the quorum's lease on the nodes), got %v", tc.l.Key(), i, q, v)
+			}
+			if v <= 0 {
+				break // a stall outlasted the short lease
+			}
+		}
+		_ = tc.l.Unlock(ctx)
+	}
+}
+
+// TestFamilyWrongType: a lock on a semaphore's key, and a permit or a
+// read lock on a plain lock's key, are refused as contention (the key is
+// someone else's), not reported as an outage.
+func TestFamilyWrongType(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	sem, lk := key(t), key(t)
+	p, err := rl.TryAcquire(ctx, sem, 2, 10*time.Second)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, p.Unlock(ctx)) }()
+	_, err = rl.TryLock(ctx, sem, time.Second)
+	require.ErrorIs(t, err, redlock.ErrContended)
+	_, err = rl.TryRLock(ctx, sem, time.Second)
+	require.ErrorIs(t, err, redlock.ErrContended)
+	l, err := rl.TryLock(ctx, lk, 10*time.Second)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, l.Unlock(ctx)) }()
+	_, err = rl.TryAcquire(ctx, lk, 2, time.Second)
+	require.ErrorIs(t, err, redlock.ErrContended)
+}
+
+// TestPathsOfAnyShapeConflictWithRelatives: paths with unicode, braces, depth 50, and a key
+// prefix conflict with their ancestors and descendants and leave nothing
+// behind.
+func TestPathsOfAnyShapeConflictWithRelatives(t *testing.T) {
+	_, clients := cluster(t, 3)
+	ctx := context.Background()
+	for _, prefix := range []string{"", "pfx:"} {
+		var opts []redlock.Option
+		if prefix != "" {
+			opts = append(opts, redlock.WithKeyPrefix(prefix))
+		}
+		rl := newClient(t, clients, opts...)
+		base := "/" + strings.ReplaceAll(key(t), "/", "_")
+		comps := []string{"ünï⌘", "{tag}", "a}b{c", "日本", "x y"}
+		for i := len(comps); i < 50; i++ {
+			comps = append(comps, fmt.Sprintf("d%d", i))
+		}
+		deep := base + "/" + strings.Join(comps, "/")
+		l, err := rl.TryLockPath(ctx, deep, 5*time.Second)
+		require.NoError(t, err, "depth-50 path")
+		// Every ancestor conflicts.
+		for i := 0; i <= len(comps); i++ {
+			anc := base
+			if i > 0 {
+				anc += "/" + strings.Join(comps[:i], "/")
+			}
+			if anc == deep {
+				continue
+			}
+			_, err := rl.TryLockPath(ctx, anc, time.Second)
+			require.ErrorIs(t, err, redlock.ErrNotObtained, "ancestor %q of a held path must conflict (prefix %q)", anc, prefix)
+		}
+		// A descendant conflicts; a sibling does not.
+		_, err = rl.TryLockPath(ctx, deep+"/child", time.Second)
+		require.ErrorIs(t, err, redlock.ErrNotObtained, "descendant")
+		sib, err := rl.TryLockPath(ctx, base+"/"+strings.Join(comps[:49], "/")+"/sibling", time.Second)
+		require.NoError(t, err, "sibling")
+		require.NoError(t, l.Extend(ctx, 5*time.Second))
+		require.NoError(t, sib.Unlock(ctx))
+		require.NoError(t, l.Unlock(ctx))
+		// Now the root is free.
+		root, err := rl.TryLockPath(ctx, base, time.Second)
+		require.NoError(t, err, "root after release")
+		require.NoError(t, root.Unlock(ctx))
+		for i, c := range clients {
+			eventually(t, time.Second, func() bool {
+				n, err := c.DBSize(ctx).Result()
+				require.NoError(t, err)
+				if n == 0 {
+					return true
+				}
+				ks, _ := c.Keys(ctx, "*").Result()
+				t.Logf("node %d keys: %q", i+1, ks)
+				return false
+			}, "node %d keeps keys after every path lock was released", i+1)
+		}
+	}
+}
+
+// TestFamilyOnForeignTypeDeletesNothing: family locks on keys of another type fail cleanly
+// (no panic, an error, nothing deleted).
+func TestFamilyOnForeignTypeDeletesNothing(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	k := key(t)
+	for _, c := range clients {
+		require.NoError(t, c.HSet(ctx, k, "f", "v").Err())
+		require.NoError(t, c.HSet(ctx, redlock.ReadersKey(k+"r"), "f", "v").Err())
+		require.NoError(t, c.Set(ctx, k+"s", "plain", time.Minute).Err())
+	}
+	within(t, 5*time.Second, "wrongtype", func() {
+		_, err := rl.TryLock(ctx, k, time.Second)
+		require.Error(t, err)
+		_, err = rl.TryRLock(ctx, k, time.Second)
+		require.Error(t, err)
+		_, err = rl.TryAcquire(ctx, k, 3, time.Second)
+		require.Error(t, err)
+		_, err = rl.TryAcquire(ctx, k+"s", 3, time.Second)
+		require.Error(t, err)
+		_, err = rl.TryRLock(ctx, k+"r", time.Second)
+		require.Error(t, err)
+		t.Logf("rlock on a hash readers key: %v", err)
+		// A semaphore key, then a plain lock and a read lock on it.
+		p, err := rl.TryAcquire(ctx, k+"sem", 2, time.Second)
+		require.NoError(t, err)
+		_, err = rl.TryLock(ctx, k+"sem", time.Second)
+		require.Error(t, err)
+		_, err = rl.TryRLock(ctx, k+"sem", time.Second)
+		require.Error(t, err)
+		require.NoError(t, p.Unlock(ctx))
+	})
+	for i, c := range clients {
+		typ, err := c.Type(ctx, k).Result()
+		require.NoError(t, err)
+		require.Equal(t, "hash", typ, "node %d", i+1)
+		require.Equal(t, "plain", get(t, c, k+"s"), "node %d", i+1)
+	}
+}
+
+// TestSemaphoreLimitChangeAndExpiredPermit: limit changes, permit Extend after expiry, and no
+// more than limit permits under concurrency.
+func TestSemaphoreLimitChangeAndExpiredPermit(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	k := key(t)
+	p1, err := rl.TryAcquire(ctx, k, 2, 300*time.Millisecond)
+	require.NoError(t, err)
+	_, err = rl.TryAcquire(ctx, k, 3, time.Second)
+	require.Error(t, err, "another limit while permits are live")
+	t.Logf("limit mismatch: %v", err)
+	time.Sleep(350 * time.Millisecond)
+	require.Error(t, p1.Extend(ctx, time.Second), "permit extend after expiry")
+	p3, err := rl.TryAcquire(ctx, k, 3, time.Second)
+	require.NoError(t, err, "another limit once the permits expired")
+	require.NoError(t, p3.Unlock(ctx))
+	_ = p1.Unlock(ctx)
+
+	// Concurrency: limit 2, 8 goroutines, check overlap count.
+	var mu sync.Mutex
+	held, maxHeld := 0, 0
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 15; i++ {
+				p, err := rl.TryAcquire(ctx, k, 2, time.Second)
+				if err != nil {
+					continue
+				}
+				mu.Lock()
+				held++
+				if held > maxHeld {
+					maxHeld = held
+				}
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+				mu.Lock()
+				held--
+				mu.Unlock()
+				_ = p.Unlock(ctx)
+			}
+		}()
+	}
+	wg.Wait()
+	require.LessOrEqual(t, maxHeld, 2)
 }

@@ -104,14 +104,14 @@ func FuzzOptions(f *testing.F) {
 		callOpts := opts
 		if mask&optToken != 0 {
 			callOpts = withToken
-			bad = len(token) < redlock.MinTokenLen
+			bad = len(token) < minTokenLen
 		}
 		ttl := time.Duration(ttlNs)
-		factor := redlock.DefaultDriftFactor
+		factor := defaultDriftFactor
 		if mask&optDrift != 0 {
 			factor = drift
 		}
-		// Valid iff ttl - ceil(ttl*f) - 2ms >= 1ms (MinValidity); the
+		// Valid iff ttl - ceil(ttl*f) - 2ms >= 1ms (the least validity a lock may have); the
 		// bounds below leave the rounding at the edge to either answer.
 		ttlBad, ttlGood := ttl < 3*time.Millisecond, float64(ttl)*(1-factor) >= float64(4*time.Millisecond)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)

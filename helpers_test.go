@@ -210,3 +210,122 @@ func (m *stallMonitor) Stop() {
 	m.once.Do(func() { close(m.stop) })
 	<-m.done
 }
+
+// nodeKeys returns the keys on the nodes that contain root, as
+// "node i: key = value (pttl d)"; fence counters are left out, as they
+// are not lock state and outlive every lock by design.
+func nodeKeys(t testing.TB, clients []redis.UniversalClient, root string) []string {
+	t.Helper()
+	ctx := context.Background()
+	var out []string
+	for i, c := range clients {
+		keys, err := c.Keys(ctx, "*"+root+"*").Result()
+		require.NoError(t, err)
+		for _, k := range keys {
+			if strings.HasSuffix(k, ":fence") {
+				continue
+			}
+			v := c.Type(ctx, k).Val()
+			if v == "string" {
+				v = get(t, c, k)
+			}
+			out = append(out, fmt.Sprintf("node %d: %s = %s (pttl %v)", i+1, k, v, c.PTTL(ctx, k).Val()))
+		}
+	}
+	return out
+}
+
+// within fails the test when f does not return within d, and reports a
+// panic in f as an error.
+func within(t *testing.T, d time.Duration, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	var p any
+	go func() {
+		defer close(done)
+		defer func() { p = recover() }()
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s: want a return within %v, got none", what, d)
+	}
+	if p != nil {
+		t.Errorf("%s: want no panic, got %v", what, p)
+	}
+}
+
+// Figures the library documents and the tests rely on; the library keeps
+// them unexported, so the tests restate them here.
+const (
+	// firstContactTimeout: a Client's first round waits at least this
+	// long for its nodes (WithNodeTimeout's doc).
+	firstContactTimeout = 250 * time.Millisecond
+	// releaseTimeout: Unlock waits at least this long for its nodes
+	// (Unlock's and WithNodeTimeout's docs).
+	releaseTimeout = 250 * time.Millisecond
+	// minLossMargin: Done closes at least this long before the deadline
+	// (Done's doc).
+	minLossMargin = 20 * time.Millisecond
+	// minTokenLen: WithToken refuses shorter tokens (WithToken's doc).
+	minTokenLen = 16
+	// defaultDriftFactor: WithDriftFactor's default (its doc).
+	defaultDriftFactor = 0.01
+)
+
+// nodeState is what a walk over node states makes of one node.
+type nodeState int
+
+const (
+	nodeHealthy nodeState = iota // up and free
+	nodeDown                     // killed: connections are refused
+	nodeTaken                    // up, the key held by another token
+)
+
+// subsetCase is one assignment of states to the nodes of a walk.
+type subsetCase struct {
+	name    string                  // the states, as "[0 2 1 ...]"
+	key     string                  // unique to the case
+	states  []nodeState             // one per node
+	clients []redis.UniversalClient // down nodes' are killed servers'
+	live    []redis.UniversalClient // every node's, live, to read them
+	// How many nodes are in each state.
+	healthy, down, taken int
+}
+
+// everyNodeState walks every assignment of healthy, down and taken over
+// n real nodes (3^n cases). For each case, hold puts another holder's
+// value at the case's key on each taken node, and check runs with
+// clients whose down nodes are killed redis-servers.
+func everyNodeState(t *testing.T, n int, hold func(c redis.UniversalClient, key string), check func(sc subsetCase)) {
+	t.Helper()
+	_, live := cluster(t, n)
+	dead := deadClients(t, n)
+	cases := 1
+	for range n {
+		cases *= 3
+	}
+	for mask := range cases {
+		sc := subsetCase{key: key(t), states: make([]nodeState, n), clients: make([]redis.UniversalClient, n), live: live}
+		m := mask
+		for i := range sc.states {
+			sc.states[i] = nodeState(m % 3)
+			m /= 3
+			switch sc.states[i] {
+			case nodeHealthy:
+				sc.clients[i] = live[i]
+				sc.healthy++
+			case nodeDown:
+				sc.clients[i] = dead[i]
+				sc.down++
+			case nodeTaken:
+				sc.clients[i] = live[i]
+				hold(live[i], sc.key)
+				sc.taken++
+			}
+		}
+		sc.name = fmt.Sprint(sc.states)
+		check(sc)
+	}
+}

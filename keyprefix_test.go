@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -165,4 +166,49 @@ func TestKeyPrefixACL(t *testing.T) {
 		cs := userClients(t, nodes, "app1sub", "secret")
 		handoff(t, newClient(t, cs, redlock.WithKeyPrefix(prefix)), admins, key(t))
 	})
+}
+
+// TestFamilyKeyPrefix: with WithKeyPrefix every key the family writes
+// is under the prefix, and hand-off still wakes waiters.
+func TestFamilyKeyPrefix(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients, redlock.WithKeyPrefix("app1:"))
+	ctx := context.Background()
+	root := key(t)
+	var held []*redlock.Lock
+	for _, op := range familyOps(rl, root) {
+		l, err := op(ctx, 0)
+		require.NoError(t, err)
+		held = append(held, l)
+	}
+	for _, k := range nodeKeys(t, clients, root) {
+		_, name, _ := strings.Cut(k, ": ")
+		require.True(t, strings.HasPrefix(name, "app1:"), "want every key under the prefix, got %q", name)
+	}
+	// A writer waiting on the read lock wakes on the reader's release.
+	r := held[0]
+	for _, l := range held {
+		if strings.HasSuffix(l.Key(), "-r0") {
+			r = l
+		}
+	}
+	got := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		w, err := rl.Lock(wctx, r.Key(), time.Second, redlock.WithRetryDelay(5*time.Second))
+		if err == nil {
+			err = w.Unlock(ctx)
+		}
+		got <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	for _, l := range held {
+		require.NoError(t, l.Unlock(ctx))
+	}
+	require.NoError(t, <-got)
+	require.Less(t, time.Since(start), 2*time.Second, "want the writer woken by the release under the prefix")
+	eventually(t, 2*time.Second, func() bool { return len(nodeKeys(t, clients, root)) == 0 },
+		"want nothing left on the nodes, got %v", nodeKeys(t, clients, root))
 }

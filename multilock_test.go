@@ -77,43 +77,15 @@ func repeat(s string, n int) []string {
 // foreign key never gets the other: all or nothing), the other holder's
 // key is never touched, and the reason names contention or outage.
 func TestMultiLockSubsets(t *testing.T) {
-	_, live := cluster(t, 5)
-	dead := deadClients(t, 5)
 	ctx := context.Background()
-	const (
-		healthy = iota
-		down
-		taken
-	)
-	for mask := 0; mask < 243; mask++ {
-		states := make([]int, 5)
-		m := mask
-		for i := range states {
-			states[i] = m % 3
-			m /= 3
-		}
-		name := fmt.Sprint(states)
-		k := key(t)
-		keys := []string{k + ":a", k + ":b"}
-		clients := make([]redis.UniversalClient, 5)
-		var nHealthy, nDown, nTaken int
-		for i, s := range states {
-			switch s {
-			case healthy:
-				clients[i] = live[i]
-				nHealthy++
-			case down:
-				clients[i] = dead[i]
-				nDown++
-			case taken:
-				clients[i] = live[i]
-				holdForeign(t, live[i], keys[1], time.Minute)
-				nTaken++
-			}
-		}
-		ml := newMultiLock(t, clients, redlock.WithNodeTimeout(time.Second))
+	keysOf := func(k string) []string { return []string{k + ":a", k + ":b"} }
+	everyNodeState(t, 5, func(c redis.UniversalClient, k string) {
+		holdForeign(t, c, keysOf(k)[1], time.Minute)
+	}, func(sc subsetCase) {
+		name, keys, states, live := sc.name, keysOf(sc.key), sc.states, sc.live
+		ml := newMultiLock(t, sc.clients, redlock.WithNodeTimeout(time.Second))
 		l, err := ml.TryLockKeys(ctx, keys, 10*time.Second)
-		if nHealthy == 5 {
+		if sc.healthy == 5 {
 			require.NoError(t, err, name)
 			require.Positive(t, l.Validity(), name)
 			for i, c := range live {
@@ -129,10 +101,10 @@ func TestMultiLockSubsets(t *testing.T) {
 			require.Len(t, qe.Nodes, 5, name)
 			// The round decides on the first refusal or failure.
 			switch {
-			case nDown == 0:
+			case sc.down == 0:
 				require.ErrorIs(t, err, redlock.ErrContended, name)
 				require.NotErrorIs(t, err, redlock.ErrUnreachable, name)
-			case nTaken == 0:
+			case sc.taken == 0:
 				require.ErrorIs(t, err, redlock.ErrUnreachable, name)
 				require.NotErrorIs(t, err, redlock.ErrContended, name)
 			default:
@@ -140,21 +112,21 @@ func TestMultiLockSubsets(t *testing.T) {
 			}
 			for _, r := range qe.Nodes {
 				switch states[r.Node] {
-				case down:
+				case nodeDown:
 					require.Contains(t, []redlock.NodeStatus{redlock.NodeFailed, redlock.NodePending}, r.Status, "%s: %v", name, r)
-				case taken:
+				case nodeTaken:
 					require.Contains(t, []redlock.NodeStatus{redlock.NodeTaken, redlock.NodePending}, r.Status, "%s: %v", name, r)
 				}
 			}
 		}
 		for i, s := range states {
 			want := []string{"", ""}
-			if s == taken {
+			if s == nodeTaken {
 				want[1] = foreignToken
 			}
 			eventuallyValues(t, live[i], keys, want, fmt.Sprintf("%s: node %d", name, i))
 		}
-	}
+	})
 }
 
 // TestMultiLockOneNodeDown: with all 5 nodes up MultiLock wins and holds

@@ -84,7 +84,7 @@ var waitingCalls = []waitingCall{
 
 // waitDeadline ends the waits of these tests: long enough for a first
 // attempt to complete on a stalled machine (a round waits at most
-// FirstContactTimeout or the 250ms test node timeout).
+// firstContactTimeout or the 250ms test node timeout).
 const waitDeadline = 1200 * time.Millisecond
 
 // count returns how many of qe's nodes answered st.

@@ -229,10 +229,10 @@ func TestManyAutoExtendedLocks(t *testing.T) {
 
 // lossMargin is how long before its deadline a lock of ttl with the
 // default per-node timeout (ttl/20 in [5ms, 200ms]) is reported lost:
-// that timeout, at least MinLossMargin, at most ttl/4 (see Lock.Done).
+// that timeout, at least minLossMargin, at most ttl/4 (see Lock.Done).
 func lossMargin(ttl time.Duration) time.Duration {
 	timeout := min(max(ttl/20, 5*time.Millisecond), 200*time.Millisecond)
-	return min(max(timeout, redlock.MinLossMargin), ttl/4)
+	return min(max(timeout, minLossMargin), ttl/4)
 }
 
 // survivableStall is the longest stall an auto-extended lock of ttl (the

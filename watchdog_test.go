@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -162,38 +163,37 @@ func TestDoneFollowsEarlierDeadline(t *testing.T) {
 // TestHoldLimits: WithMaxExtensions and WithMaxHold stop auto-extension.
 func TestHoldLimits(t *testing.T) {
 	_, clients := cluster(t, 3)
-	ctx := context.Background()
 	const ttl = 200 * time.Millisecond
 	t.Run("max extensions", func(t *testing.T) {
-		c := newClient(t, clients, redlock.WithMaxExtensions(2))
-		l, err := c.TryLock(ctx, key(t), ttl)
-		require.NoError(t, err)
-		require.NoError(t, l.AutoExtend(ctx))
-		select {
-		case <-l.Done():
-		case <-time.After(10 * ttl):
-			t.Fatal("auto-extension was not stopped by the limit")
-		}
+		l := heldUntilLimit(t, newClient(t, clients, redlock.WithMaxExtensions(2)), ttl)
 		require.ErrorIs(t, l.Err(), redlock.ErrLockLost)
-		require.ErrorIs(t, l.Err(), redlock.ErrHoldLimit)
 		require.Equal(t, 2, l.Extensions())
 	})
 	t.Run("max hold", func(t *testing.T) {
 		const hold = 2*ttl + ttl/4
 		c := newClient(t, clients, redlock.WithMaxHold(hold))
 		start := time.Now()
-		l, err := c.TryLock(ctx, key(t), ttl)
-		require.NoError(t, err)
-		require.NoError(t, l.AutoExtend(ctx))
-		select {
-		case <-l.Done():
-		case <-time.After(10 * ttl):
-			t.Fatal("auto-extension was not stopped by the limit")
-		}
-		require.ErrorIs(t, l.Err(), redlock.ErrHoldLimit)
+		l := heldUntilLimit(t, c, ttl)
 		require.GreaterOrEqual(t, l.Extensions(), 1)
 		require.LessOrEqual(t, l.Deadline().Sub(start), hold, "an extension carried the lock past the hold limit")
 	})
+}
+
+// heldUntilLimit takes a lock of ttl on c and auto-extends it until a
+// hold limit ends it (within 10 TTLs, else the test fails).
+func heldUntilLimit(t *testing.T, c *redlock.Client, ttl time.Duration) *redlock.Lock {
+	t.Helper()
+	ctx := context.Background()
+	l, err := c.TryLock(ctx, key(t), ttl)
+	require.NoError(t, err)
+	require.NoError(t, l.AutoExtend(ctx))
+	select {
+	case <-l.Done():
+	case <-time.After(10 * ttl):
+		t.Fatalf("want auto-extension stopped by the limit within %v, got none", 10*ttl)
+	}
+	require.ErrorIs(t, l.Err(), redlock.ErrHoldLimit)
+	return l
 }
 
 // TestDoneAfterUnlock: Unlock ends the watch with ErrReleased.
@@ -567,4 +567,177 @@ func TestAutoExtendAfterEnd(t *testing.T) {
 		require.Equal(t, 2, l.Extensions(), "want the limit counted over both AutoExtends")
 		require.ErrorIs(t, l.AutoExtend(ctx), redlock.ErrHoldLimit)
 	})
+}
+
+type panicValue struct{ msg string }
+
+// TestDoPanicReleases panics in Do's fn: the panic reaches the caller
+// unchanged, and by then the lock is released on every node and its
+// extender has stopped (goleak in TestMain). Before, the lock was
+// auto-extended until the caller's ctx ended: with context.Background,
+// never.
+func TestDoPanicReleases(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	k := key(t)
+	want := &panicValue{"boom"}
+	var got any
+	func() {
+		defer func() { got = recover() }()
+		_ = rl.Do(context.Background(), k, time.Second, func(ctx context.Context) error {
+			panic(want)
+		})
+	}()
+	require.Same(t, want, got, "want Do to re-panic with fn's value")
+	// Unlock returned at its quorum; the last node follows at once.
+	for i, c := range clients {
+		eventually(t, 2*time.Second, func() bool { return get(t, c, k) == "" },
+			"node %d still holds the key after Do's fn panicked", i+1)
+	}
+	l, err := rl.TryLock(context.Background(), k, time.Second)
+	require.NoError(t, err, "want the key free after Do's fn panicked")
+	require.NoError(t, l.Unlock(context.Background()))
+
+	// runtime.Goexit (t.FailNow in fn) ends the call the same way.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = rl.Do(context.Background(), k, time.Second, func(context.Context) error {
+			runtimeGoexit()
+			return nil
+		})
+	}()
+	<-done
+	for i, c := range clients {
+		eventually(t, 2*time.Second, func() bool { return get(t, c, k) == "" },
+			"node %d still holds the key after Do's fn called Goexit", i+1)
+	}
+}
+
+// TestDoneNeverAfterDeadline: with a 1ms node timeout, 20 auto-extended
+// locks lose 3 of 5 nodes; each lock's Done must close before its
+// Deadline, and Do's fn ctx too. Before, the loss margin was the 1ms
+// node timeout, within timer jitter: Done closed after Deadline in some
+// runs. The margin now has a floor (minLossMargin).
+func TestDoneNeverAfterDeadline(t *testing.T) {
+	nodes, clients := cluster(t, 5)
+	rl := newClient(t, clients, redlock.WithNodeTimeout(time.Millisecond), redlock.WithRetryDelay(5*time.Millisecond))
+	const ttl = 400 * time.Millisecond
+	const n = 20
+	locks := make([]*redlock.Lock, n)
+	for i := range locks {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		l, err := rl.Lock(ctx, key(t), ttl)
+		cancel()
+		require.NoError(t, err)
+		locks[i] = l
+		require.NoError(t, l.AutoExtend(context.Background()))
+	}
+	// Do's fn ctx, on a client with the same 1ms node timeout.
+	doCtx := make(chan time.Time, 1)
+	doErr := make(chan error, 1)
+	started := make(chan struct{})
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		doErr <- rl.Do(ctx, key(t), ttl, func(ctx context.Context) error {
+			close(started)
+			<-ctx.Done()
+			doCtx <- time.Now()
+			return nil
+		})
+	}()
+	select {
+	case <-started:
+	case err := <-doErr:
+		t.Fatalf("Do: want fn run, got %v", err)
+	}
+	for _, nd := range nodes[:3] {
+		require.NoError(t, nd.Pause())
+	}
+	t.Cleanup(func() {
+		for _, nd := range nodes[:3] {
+			_ = nd.Resume()
+		}
+	})
+	var wg sync.WaitGroup
+	late := make(chan string, n)
+	for i, l := range locks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-l.Done():
+			case <-time.After(10 * time.Second):
+				late <- "lock " + string(rune('a'+i)) + ": Done never closed"
+				return
+			}
+			if at, dl := time.Now(), l.Deadline(); !at.Before(dl) {
+				late <- "lock " + string(rune('a'+i)) + ": Done closed " + at.Sub(dl).String() + " after Deadline"
+			}
+			require.ErrorIs(t, l.Err(), redlock.ErrLockLost)
+		}()
+	}
+	wg.Wait()
+	close(late)
+	for msg := range late {
+		t.Error(msg)
+	}
+	select {
+	case <-doCtx:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Do's fn ctx never ended after a majority was paused")
+	}
+	for _, nd := range nodes[:3] {
+		require.NoError(t, nd.Resume())
+	}
+	require.ErrorIs(t, <-doErr, redlock.ErrLockLost)
+}
+
+func runtimeGoexit() { runtime.Goexit() }
+
+// TestDoReleasesOnPanicAndGoexit: Do releases the lock when fn panics or
+// calls runtime.Goexit, and the panic value reaches the caller.
+func TestDoReleasesOnPanicAndGoexit(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	k := key(t)
+	ctx := context.Background()
+	func() {
+		defer func() {
+			p := recover()
+			require.Equal(t, "boom", p)
+		}()
+		_ = rl.Do(ctx, k, time.Second, func(context.Context) error { panic("boom") })
+	}()
+	l, err := rl.TryLock(ctx, k, time.Second)
+	require.NoError(t, err, "after a panicking Do the key must be free")
+	require.NoError(t, l.Unlock(ctx))
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = rl.Do(ctx, k, time.Second, func(context.Context) error { runtime.Goexit(); return nil })
+	}()
+	<-done
+	l, err = rl.TryLock(ctx, k, time.Second)
+	require.NoError(t, err, "after a Goexit in Do the key must be free")
+	require.NoError(t, l.Unlock(ctx))
+
+	// Cancel at random instants.
+	for i := 0; i < 30; i++ {
+		cctx, cancel := context.WithCancel(ctx)
+		go func() {
+			time.Sleep(time.Duration(i) * 300 * time.Microsecond)
+			cancel()
+		}()
+		_ = rl.Do(cctx, k, time.Second, func(c context.Context) error {
+			<-c.Done()
+			return c.Err()
+		})
+		cancel()
+		l, err := rl.TryLock(ctx, k, time.Second)
+		require.NoError(t, err, "iteration %d: key left held after a cancelled Do", i)
+		require.NoError(t, l.Unlock(ctx))
+	}
 }

@@ -1,0 +1,223 @@
+package redlock_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed543a70bd/redlock"
+)
+
+// TestQuorumSubsets walks every assignment of the states down, held by
+// another token, and healthy over 5 real nodes (3^5 = 243 cases): the lock
+// is won if and only if at least 3 nodes are healthy, a lost attempt
+// leaves none of our keys, the reason names contention or outage, and
+// neither Lock nor Unlock touches another holder's key.
+func TestQuorumSubsets(t *testing.T) {
+	ctx := context.Background()
+	everyNodeState(t, 5, func(c redis.UniversalClient, k string) {
+		holdForeign(t, c, k, time.Minute)
+	}, func(sc subsetCase) {
+		name, k, states, live := sc.name, sc.key, sc.states, sc.live
+		c := newClient(t, sc.clients, redlock.WithNodeTimeout(time.Second))
+		l, err := c.TryLock(ctx, k, 10*time.Second)
+		if sc.healthy >= 3 {
+			require.NoError(t, err, name)
+			require.Positive(t, l.Validity(), name)
+			holding := 0
+			for i, s := range states {
+				if s == nodeHealthy && get(t, live[i], k) == l.Token() {
+					holding++
+				}
+			}
+			require.GreaterOrEqual(t, holding, 3, "%s: a won lock is held on a quorum", name)
+			require.NoError(t, l.Unlock(ctx), name)
+		} else {
+			require.ErrorIs(t, err, redlock.ErrNotObtained, name)
+			require.Nil(t, l, name)
+			var qe *redlock.QuorumError
+			require.ErrorAs(t, err, &qe, name)
+			require.Len(t, qe.Nodes, 5, name)
+			// The round decides on the replies it has: a majority
+			// of refusals is contention, of failures an outage, a mix
+			// is both.
+			if sc.taken >= 3 {
+				require.ErrorIs(t, err, redlock.ErrContended, name)
+			}
+			if sc.down >= 3 {
+				require.ErrorIs(t, err, redlock.ErrUnreachable, name)
+			}
+			if sc.down == 0 {
+				require.NotErrorIs(t, err, redlock.ErrUnreachable, name)
+			}
+			if sc.taken == 0 {
+				require.NotErrorIs(t, err, redlock.ErrContended, name)
+			}
+			for _, r := range qe.Nodes {
+				switch states[r.Node] {
+				case nodeDown:
+					if r.Status != redlock.NodePending {
+						require.Equal(t, redlock.NodeFailed, r.Status, "%s: %v", name, r)
+						require.Error(t, r.Err, name)
+					}
+				case nodeTaken:
+					if r.Status != redlock.NodePending {
+						require.Equal(t, redlock.NodeTaken, r.Status, "%s: %v", name, r)
+					}
+				}
+			}
+		}
+		for i, s := range states {
+			switch s {
+			case nodeHealthy: // released by Unlock or the lost attempt, late replies too
+				eventually(t, 2*time.Second, func() bool { return get(t, live[i], k) == "" }, "%s: node %d keeps a key", name, i)
+			case nodeTaken: // never touched
+				require.Equal(t, foreignToken, get(t, live[i], k), "%s: node %d lost the other holder's key", name, i)
+			}
+		}
+	})
+}
+
+// TestFirstRoundNeverReturnsExpired: a client's first round waits up to
+// firstContactTimeout for a stopped node's first contact after the quorum
+// was won; with a 150ms TTL the lock has expired by then. It must be
+// refused with ErrExpired (and released), never returned with
+// Validity <= 0.
+func TestFirstRoundNeverReturnsExpired(t *testing.T) {
+	nodes, clients := cluster(t, 3)
+	require.NoError(t, nodes[2].Pause())
+	t.Cleanup(func() { _ = nodes[2].Resume() })
+	rl, err := redlock.New(clients) // default options: the first round waits for first contact
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rl.Close() })
+	k := key(t)
+	l, err := rl.TryLock(context.Background(), k, 150*time.Millisecond)
+	if err == nil {
+		v := l.Validity()
+		_ = l.Unlock(context.Background())
+		t.Fatalf("want ErrExpired or a lock with Validity > 0, got a lock with Validity %v", v)
+	}
+	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	require.ErrorIs(t, err, redlock.ErrExpired)
+	for i, c := range clients[:2] {
+		require.Empty(t, get(t, c, k), "node %d keeps the key of an expired win", i)
+	}
+}
+
+// TestCancelledWinLeavesNothing cancels TryLock at random instants
+// around its decision, on 5 nodes, many times; wins that stand are
+// unlocked. Afterwards no key may be left. Before, a win cut short by ctx
+// leaked the grants that arrived between the decision and the
+// cancellation being seen: the 4th and 5th replies come right after the
+// 3rd, which decides.
+func TestCancelledWinLeavesNothing(t *testing.T) {
+	_, clients := cluster(t, 5)
+	rl := newClient(t, clients)
+	tries := 3000
+	if testing.Short() {
+		tries = 500
+	}
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 1))
+	var keys []string
+	var wg sync.WaitGroup
+	var cut, stood atomic.Int64
+	sem := make(chan struct{}, 4)
+	for range tries {
+		k := key(t)
+		keys = append(keys, k)
+		delay := time.Duration(rng.Int64N(int64(1500 * time.Microsecond)))
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			ctx, cancel := context.WithCancel(context.Background())
+			timer := time.AfterFunc(delay, cancel)
+			defer timer.Stop()
+			l, err := rl.TryLock(ctx, k, 30*time.Second)
+			cancel()
+			if err != nil {
+				cut.Add(1)
+				return
+			}
+			stood.Add(1)
+			if err := l.Unlock(context.Background()); err != nil {
+				t.Errorf("Unlock of a won lock: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("seed %d: %d attempts cut by cancellation, %d won", seed, cut.Load(), stood.Load())
+	eventually(t, 5*time.Second, func() bool { return leftKeys(t, clients, keys) == "" },
+		"seed %d: want no key left after cancelled wins, got %s", seed, leftKeys(t, clients, keys))
+}
+
+// familyOps are one acquisition of each kind, on names under root.
+func familyOps(rl *redlock.Client, root string) map[string]func(ctx context.Context, i int) (*redlock.Lock, error) {
+	return map[string]func(ctx context.Context, i int) (*redlock.Lock, error){
+		"path": func(ctx context.Context, i int) (*redlock.Lock, error) {
+			return rl.TryLockPath(ctx, fmt.Sprintf("%s/p/%d/x", root, i), 30*time.Second)
+		},
+		"read": func(ctx context.Context, i int) (*redlock.Lock, error) {
+			return rl.TryRLock(ctx, fmt.Sprintf("%s-r%d", root, i), 30*time.Second)
+		},
+		"permit": func(ctx context.Context, i int) (*redlock.Lock, error) {
+			return rl.TryAcquire(ctx, fmt.Sprintf("%s-s%d", root, i), 2, 30*time.Second)
+		},
+	}
+}
+
+// TestFamilyCancelledLeavesNothing cancels acquisitions of every kind at
+// random instants around their decision, with 30s TTLs; wins that stand
+// are unlocked. Afterwards no key, intention record, readers entry or
+// permit may be left on any node.
+func TestFamilyCancelledLeavesNothing(t *testing.T) {
+	_, clients := cluster(t, 5)
+	rl := newClient(t, clients)
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 2))
+	root := key(t)
+	tries := 600
+	if testing.Short() {
+		tries = 150
+	}
+	var wg sync.WaitGroup
+	var won, cut atomic.Int64
+	sem := make(chan struct{}, 4)
+	for name, op := range familyOps(rl, root) {
+		for i := range tries {
+			delay := time.Duration(rng.Int64N(int64(1500 * time.Microsecond)))
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				ctx, cancel := context.WithCancel(context.Background())
+				timer := time.AfterFunc(delay, cancel)
+				defer timer.Stop()
+				l, err := op(ctx, i%20)
+				cancel()
+				if err != nil {
+					cut.Add(1)
+					return
+				}
+				won.Add(1)
+				if err := l.Unlock(context.Background()); err != nil {
+					t.Errorf("%s: Unlock of a won lock: %v", name, err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	t.Logf("seed %d: %d won, %d cut or refused", seed, won.Load(), cut.Load())
+	eventually(t, 5*time.Second, func() bool { return len(nodeKeys(t, clients, root)) == 0 },
+		"seed %d: want nothing left on the nodes, got %v", seed, nodeKeys(t, clients, root))
+}
