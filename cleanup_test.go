@@ -69,8 +69,9 @@ func (f *failReleases) isRelease(cmd redis.Cmder) bool {
 // TestCleanupReleaseRetried loses an attempt (3 of 5 nodes hold another
 // token) on a node whose first releases fail: the key must still be gone
 // from that node soon after, long before its 30s TTL. The same for an
-// Unlock whose release failed on one node. Before, a failed clean-up
-// release was not retried, and the key blocked its node for the TTL.
+// Unlock whose release failed on one node. A clean-up release that
+// fails is retried in the background: otherwise the key would block its
+// node for the whole TTL.
 func TestCleanupReleaseRetried(t *testing.T) {
 	nodes := redistest.Nodes(t, 5)
 	clients := make([]redis.UniversalClient, 5)
@@ -113,8 +114,8 @@ func TestCleanupReleaseRetried(t *testing.T) {
 // timeout and a 30s TTL, each looping TryLock and Unlock. Once they stop,
 // every key must be gone from every node within a few seconds (the
 // background release retries), and a new client must win every key.
-// Before, clean-up releases that missed the 5ms node timeout were never
-// retried: keys ended up held by orphaned tokens for the whole TTL.
+// A clean-up release that misses the 5ms node timeout must be retried,
+// or its key stays held by an orphaned token for the whole TTL.
 func TestNoOrphansUnderLoad(t *testing.T) {
 	_, clients := cluster(t, 5)
 	rl := newClient(t, clients, redlock.WithNodeTimeout(5*time.Millisecond))
@@ -204,7 +205,7 @@ func TestReleaseRetrySparesRelockWithSameToken(t *testing.T) {
 	nodes, clients := cluster(t, 3)
 	rl := newClient(t, clients)
 	ctx := context.Background()
-	const token = "attack-token-0123456789abcdef"
+	const token = "reused-token-0123456789abcdef"
 	for round := 0; round < 4; round++ {
 		k := key(t)
 		mon := monitor(t, nodes[2].Addr(), nodes[2].Password())

@@ -14,30 +14,52 @@ import (
 
 // nodeURLs are the examples' Redis masters, one URL each, as a program
 // would list its own ("redis://redis1:6379", ...), and storeURL is the
-// Redis where ExampleFencedSet keeps its resource. TestMain fills them
-// with local redis-server processes (startExampleNodes).
+// Redis where ExampleFencedSet keeps its resource. locker is the Client
+// of the examples of one method: a program makes its Client once, with
+// redlock.Dial(nodeURLs), and closes it before it exits (see Example).
+// TestMain fills them with local redis-server processes
+// (startExampleNodes).
 var (
 	nodeURLs []string
 	storeURL string
+	locker   *redlock.Client
 )
 
 // startExampleNodes starts four local redis-server processes for the
-// examples and returns the URLs of three lock nodes and of a store, and a
-// func that stops them.
-func startExampleNodes() (nodes []string, store string, stop func(), err error) {
+// examples and returns the URLs of three lock nodes and of a store, a
+// Client dialled on the three, and a func that closes the Client and
+// stops the processes.
+func startExampleNodes() (nodes []string, store string, shared *redlock.Client, stop func(), err error) {
 	started, err := redisnode.StartN(4, redisnode.Options{})
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", nil, nil, err
+	}
+	stopNodes := func() {
+		for _, nd := range started {
+			_ = nd.Close()
+		}
 	}
 	urls := make([]string, len(started))
 	for i, nd := range started {
 		urls[i] = "redis://" + nd.Addr()
 	}
-	return urls[:3], urls[3], func() {
-		for _, nd := range started {
-			_ = nd.Close()
-		}
+	shared, err = redlock.Dial(urls[:3])
+	if err != nil {
+		stopNodes()
+		return nil, "", nil, nil, err
+	}
+	return urls[:3], urls[3], shared, func() {
+		_ = shared.Close()
+		stopNodes()
 	}, nil
+}
+
+// printErr prints what failed and err, when err is not nil: an example's
+// output then shows the failure.
+func printErr(what string, err error) {
+	if err != nil {
+		fmt.Println(what+":", err)
+	}
 }
 
 // The whole life of a lock: Dial the nodes, wait for the lock, tell why
@@ -112,12 +134,6 @@ func ExampleClient_Do() {
 // A wait that ctx ends still says why the lock was not had: here, held
 // by another owner.
 func ExampleClient_Lock() {
-	locker, err := redlock.Dial(nodeURLs)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer locker.Close()
 	ctx := context.Background()
 
 	first, err := locker.TryLock(ctx, "job:41", 10*time.Second)
@@ -131,21 +147,13 @@ func ExampleClient_Lock() {
 	fmt.Println("waited too long:", errors.Is(err, context.DeadlineExceeded))
 	fmt.Println("held by another owner:", errors.Is(err, redlock.ErrContended))
 
-	if err := first.Unlock(ctx); err != nil {
-		fmt.Println("unlock:", err)
-	}
+	printErr("unlock", first.Unlock(ctx))
 	// Output:
 	// waited too long: true
 	// held by another owner: true
 }
 
 func ExampleClient_TryLock() {
-	locker, err := redlock.Dial(nodeURLs)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer locker.Close()
 	ctx := context.Background()
 
 	first, err := locker.TryLock(ctx, "job:42", 10*time.Second)
@@ -160,9 +168,7 @@ func ExampleClient_TryLock() {
 	case errors.Is(err, redlock.ErrUnreachable):
 		fmt.Println("outage: too few nodes answered")
 	}
-	if err := first.Unlock(ctx); err != nil {
-		fmt.Println("unlock:", err)
-	}
+	printErr("unlock", first.Unlock(ctx))
 	// Output: busy: another holder has it
 }
 
@@ -205,12 +211,6 @@ func ExampleQuorumError() {
 }
 
 func ExampleLock_Extend() {
-	locker, err := redlock.Dial(nodeURLs)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer locker.Close()
 	ctx := context.Background()
 
 	lock, err := locker.TryLock(ctx, "batch", 5*time.Second)
@@ -218,11 +218,7 @@ func ExampleLock_Extend() {
 		fmt.Println(err)
 		return
 	}
-	defer func() {
-		if err := lock.Unlock(ctx); err != nil {
-			fmt.Println("unlock:", err)
-		}
-	}()
+	defer func() { printErr("unlock", lock.Unlock(ctx)) }()
 	// Before the validity runs out, push the expiry further.
 	if err := lock.Extend(ctx, 30*time.Second); errors.Is(err, redlock.ErrNotHeld) {
 		fmt.Println("lost the lock: stop working")
@@ -251,12 +247,8 @@ func ExampleWithObserver() {
 	}
 	_, err = locker.TryLock(ctx, "invoice:7", 10*time.Second)
 	fmt.Println("second attempt contended:", errors.Is(err, redlock.ErrContended))
-	if err := lock.Extend(ctx, 10*time.Second); err != nil {
-		fmt.Println("extend:", err)
-	}
-	if err := lock.Unlock(ctx); err != nil {
-		fmt.Println("unlock:", err)
-	}
+	printErr("extend", lock.Extend(ctx, 10*time.Second))
+	printErr("unlock", lock.Unlock(ctx))
 
 	s := stats.Snapshot()
 	fmt.Printf("attempts %d, won %d, contended %d\n", s.Attempts, s.Won, s.Contended)
@@ -268,12 +260,6 @@ func ExampleWithObserver() {
 }
 
 func ExampleClient_TryLockPath() {
-	locker, err := redlock.Dial(nodeURLs)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer locker.Close()
 	ctx := context.Background()
 
 	// A folder lock covers the folder, everything below it and, while it
@@ -283,11 +269,7 @@ func ExampleClient_TryLockPath() {
 		fmt.Println("not obtained:", err)
 		return
 	}
-	defer func() {
-		if err := held.Unlock(ctx); err != nil {
-			fmt.Println("unlock:", err)
-		}
-	}()
+	defer func() { printErr("unlock", held.Unlock(ctx)) }()
 	fmt.Println("holding", held.Key())
 
 	for _, path := range []string{"proj/A/C/D", "proj/A", "proj/A/B", "proj/A/CD"} {
@@ -313,12 +295,6 @@ func ExampleClient_TryLockPath() {
 }
 
 func ExampleClient_TryRLock() {
-	locker, err := redlock.Dial(nodeURLs)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer locker.Close()
 	ctx := context.Background()
 
 	// Readers share the key; the writer is an ordinary TryLock on it.
@@ -333,22 +309,14 @@ func ExampleClient_TryRLock() {
 	_, err = locker.TryLock(ctx, "doc:7", 10*time.Second)
 	fmt.Println("writer refused while reading:", errors.Is(err, redlock.ErrContended))
 
-	if err := r1.Unlock(ctx); err != nil {
-		fmt.Println("unlock:", err)
-	}
-	if err := r2.Unlock(ctx); err != nil {
-		fmt.Println("unlock:", err)
-	}
+	printErr("unlock", r1.Unlock(ctx))
+	printErr("unlock", r2.Unlock(ctx))
 	w, err := locker.TryLock(ctx, "doc:7", 10*time.Second)
 	if err != nil {
 		fmt.Println("not obtained:", err)
 		return
 	}
-	defer func() {
-		if err := w.Unlock(ctx); err != nil {
-			fmt.Println("unlock:", err)
-		}
-	}()
+	defer func() { printErr("unlock", w.Unlock(ctx)) }()
 	fmt.Println("writer in once the readers left")
 
 	_, err = locker.TryRLock(ctx, "doc:7", 10*time.Second)
@@ -361,12 +329,6 @@ func ExampleClient_TryRLock() {
 }
 
 func ExampleClient_TryAcquire() {
-	locker, err := redlock.Dial(nodeURLs)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer locker.Close()
 	ctx := context.Background()
 
 	// At most 2 exports at once. Every user of the key passes the same
@@ -383,29 +345,19 @@ func ExampleClient_TryAcquire() {
 		fmt.Println("not obtained:", err)
 		return
 	}
-	defer func() {
-		if err := p2.Unlock(ctx); err != nil {
-			fmt.Println("unlock:", err)
-		}
-	}()
+	defer func() { printErr("unlock", p2.Unlock(ctx)) }()
 
 	_, err = locker.TryAcquire(ctx, "exports", limit, 10*time.Second)
 	fmt.Println("third permit refused:", errors.Is(err, redlock.ErrContended))
 
 	// A returned permit can be taken again.
-	if err := p1.Unlock(ctx); err != nil {
-		fmt.Println("unlock:", err)
-	}
+	printErr("unlock", p1.Unlock(ctx))
 	p3, err := locker.TryAcquire(ctx, "exports", limit, 10*time.Second)
 	if err != nil {
 		fmt.Println("not obtained:", err)
 		return
 	}
-	defer func() {
-		if err := p3.Unlock(ctx); err != nil {
-			fmt.Println("unlock:", err)
-		}
-	}()
+	defer func() { printErr("unlock", p3.Unlock(ctx)) }()
 	fmt.Println("permit taken again after a return")
 	// Output:
 	// nodes needed: 3
@@ -459,9 +411,7 @@ func ExampleMultiLock() {
 		return
 	}
 	fmt.Println("held on all", locker.Nodes(), "nodes")
-	if err := lock.Unlock(ctx); err != nil {
-		fmt.Println("unlock:", err)
-	}
+	printErr("unlock", lock.Unlock(ctx))
 
 	// With one node gone no lock can be won, whatever the others say.
 	_ = clients[2].Close()
@@ -478,12 +428,6 @@ func ExampleMultiLock() {
 }
 
 func ExampleClient_TryLockKeys() {
-	locker, err := redlock.Dial(nodeURLs)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer locker.Close()
 	ctx := context.Background()
 
 	// A transfer locks both accounts, or neither. With a Redis Cluster
@@ -494,11 +438,7 @@ func ExampleClient_TryLockKeys() {
 		fmt.Println("not obtained:", err)
 		return
 	}
-	defer func() {
-		if err := lock.Unlock(ctx); err != nil {
-			fmt.Println("unlock:", err)
-		}
-	}()
+	defer func() { printErr("unlock", lock.Unlock(ctx)) }()
 	fmt.Println("holding", lock.Key())
 
 	// A set that overlaps a held one is refused, and takes nothing.
@@ -511,11 +451,7 @@ func ExampleClient_TryLockKeys() {
 		fmt.Println("not obtained:", err)
 		return
 	}
-	defer func() {
-		if err := other.Unlock(ctx); err != nil {
-			fmt.Println("unlock:", err)
-		}
-	}()
+	defer func() { printErr("unlock", other.Unlock(ctx)) }()
 	fmt.Println("account:3 and account:4 free")
 	// Output:
 	// holding account:1,account:2
@@ -558,11 +494,7 @@ func ExampleFencedSet() {
 		fmt.Println(err)
 		return
 	}
-	defer func() {
-		if err := second.Unlock(ctx); err != nil {
-			fmt.Println("unlock:", err)
-		}
-	}()
+	defer func() { printErr("unlock", second.Unlock(ctx)) }()
 	fmt.Println("second's token is larger:", second.Fence() > first.Fence())
 
 	err = redlock.FencedSet(ctx, db, "report:daily:data", second.Fence(), "written by second")

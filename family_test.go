@@ -480,6 +480,35 @@ func kindAttempts() []kindAttempt {
 	}
 }
 
+// forEachKind runs f in a subtest for each lock kind, with a fresh base
+// name and at, the first of the kind's keys on the nodes.
+func forEachKind(t *testing.T, f func(t *testing.T, ka kindAttempt, base, at string)) {
+	t.Helper()
+	for _, ka := range kindAttempts() {
+		t.Run(ka.name, func(t *testing.T) {
+			base := key(t)
+			f(t, ka, base, ka.keys(base)[0])
+		})
+	}
+}
+
+// putSet puts a set, a type that no lock kind writes, at key k on every
+// node, in place of whatever was there. It replaces in one transaction:
+// an acquisition returns at its quorum, and the last node's grant may
+// land between a DEL and an SADD sent apart.
+func putSet(t *testing.T, clients []redis.UniversalClient, k string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, c := range clients {
+		_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Del(ctx, k)
+			p.SAdd(ctx, k, "m")
+			return nil
+		})
+		require.NoError(t, err)
+	}
+}
+
 // requireForeignFailure checks that err is a round lost to values of a
 // foreign type: more nodes failed with the server's WRONGTYPE error, a
 // redis.Error, than the quorum can spare, and ErrUnreachable, not
@@ -611,45 +640,35 @@ func TestForeignValueOnUnlockAndExtend(t *testing.T) {
 	_, clients := cluster(t, 3)
 	rl := newClient(t, clients)
 	ctx := context.Background()
-	for _, ka := range kindAttempts() {
-		t.Run(ka.name, func(t *testing.T) {
-			base := key(t)
-			at := ka.keys(base)[0]
-			replace := func() {
-				for _, c := range clients {
-					require.NoError(t, c.Del(ctx, at).Err())
-					require.NoError(t, c.SAdd(ctx, at, "m").Err())
-				}
+	forEachKind(t, func(t *testing.T, ka kindAttempt, base, at string) {
+		l, err := ka.try(ctx, rl, base)
+		require.NoError(t, err)
+		putSet(t, clients, at)
+		err = l.Extend(ctx, 10*time.Second)
+		require.ErrorIs(t, err, redlock.ErrNotHeld)
+		require.NotErrorIs(t, err, redlock.ErrUnreachable)
+		var qe *redlock.QuorumError
+		require.ErrorAs(t, err, &qe)
+		for _, r := range qe.Nodes {
+			if r.Status != redlock.NodePending {
+				require.Contains(t, []redlock.NodeStatus{redlock.NodeTaken, redlock.NodeAbsent}, r.Status, "node %d: %v", r.Node, r)
 			}
-			l, err := ka.try(ctx, rl, base)
-			require.NoError(t, err)
-			replace()
-			err = l.Extend(ctx, 10*time.Second)
-			require.ErrorIs(t, err, redlock.ErrNotHeld)
-			require.NotErrorIs(t, err, redlock.ErrUnreachable)
-			var qe *redlock.QuorumError
-			require.ErrorAs(t, err, &qe)
-			for _, r := range qe.Nodes {
-				if r.Status != redlock.NodePending {
-					require.Contains(t, []redlock.NodeStatus{redlock.NodeTaken, redlock.NodeAbsent}, r.Status, "node %d: %v", r.Node, r)
-				}
-			}
-			for _, c := range clients {
-				require.NoError(t, c.Del(ctx, ka.keys(base)...).Err())
-			}
+		}
+		for _, c := range clients {
+			require.NoError(t, c.Del(ctx, ka.keys(base)...).Err())
+		}
 
-			l, err = ka.try(ctx, rl, base)
+		l, err = ka.try(ctx, rl, base)
+		require.NoError(t, err)
+		putSet(t, clients, at)
+		requireForeignFailure(t, l.Unlock(ctx), redlock.ErrNotHeld)
+		for i, c := range clients {
+			typ, err := c.Type(ctx, at).Result()
 			require.NoError(t, err)
-			replace()
-			requireForeignFailure(t, l.Unlock(ctx), redlock.ErrNotHeld)
-			for i, c := range clients {
-				typ, err := c.Type(ctx, at).Result()
-				require.NoError(t, err)
-				require.Equal(t, "set", typ, "node %d", i+1)
-				require.NoError(t, c.Del(ctx, at).Err())
-			}
-		})
-	}
+			require.Equal(t, "set", typ, "node %d", i+1)
+			require.NoError(t, c.Del(ctx, at).Err())
+		}
+	})
 }
 
 // TestLockStopsOnForeignValue: a waiting acquisition of each kind on a
@@ -662,36 +681,30 @@ func TestLockStopsOnForeignValue(t *testing.T) {
 	_, clients := cluster(t, 3)
 	rl := newClient(t, clients)
 	ctx := context.Background()
-	for _, ka := range kindAttempts() {
-		t.Run(ka.name, func(t *testing.T) {
-			base := key(t)
-			at := ka.keys(base)[0]
-			for _, c := range clients {
-				require.NoError(t, c.SAdd(ctx, at, "m").Err())
-			}
-			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-			defer cancel()
-			_, err := ka.wait(wctx, rl, base)
-			require.NotErrorIs(t, err, context.DeadlineExceeded, "retried until ctx ended")
-			requireForeignFailure(t, err, redlock.ErrNotObtained)
+	forEachKind(t, func(t *testing.T, ka kindAttempt, base, at string) {
+		putSet(t, clients, at)
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		_, err := ka.wait(wctx, rl, base)
+		require.NotErrorIs(t, err, context.DeadlineExceeded, "retried until ctx ended")
+		requireForeignFailure(t, err, redlock.ErrNotObtained)
 
-			for _, c := range clients[1:] {
-				require.NoError(t, c.Del(ctx, at).Err())
-			}
-			// Another owner's value on node 2, gone after 300ms: only
-			// then can nodes 2 and 3 outvote node 1.
-			if ka.name == "permit" {
-				// Another holder's permit, expiring with its key.
-				require.NoError(t, clients[1].ZAdd(ctx, at, redis.Z{Score: float64(time.Now().Add(300 * time.Millisecond).UnixMilli()), Member: foreignToken}).Err())
-				require.NoError(t, clients[1].PExpire(ctx, at, 300*time.Millisecond).Err())
-			} else {
-				holdForeign(t, clients[1], at, 300*time.Millisecond)
-			}
-			l, err := ka.wait(wctx, rl, base)
-			require.NoError(t, err, "one foreign node of three stopped the wait")
-			_ = l.Unlock(ctx) // node 1 fails the release (WRONGTYPE)
-		})
-	}
+		for _, c := range clients[1:] {
+			require.NoError(t, c.Del(ctx, at).Err())
+		}
+		// Another owner's value on node 2, gone after 300ms: only
+		// then can nodes 2 and 3 outvote node 1.
+		if ka.name == "permit" {
+			// Another holder's permit, expiring with its key.
+			require.NoError(t, clients[1].ZAdd(ctx, at, redis.Z{Score: float64(time.Now().Add(300 * time.Millisecond).UnixMilli()), Member: foreignToken}).Err())
+			require.NoError(t, clients[1].PExpire(ctx, at, 300*time.Millisecond).Err())
+		} else {
+			holdForeign(t, clients[1], at, 300*time.Millisecond)
+		}
+		l, err := ka.wait(wctx, rl, base)
+		require.NoError(t, err, "one foreign node of three stopped the wait")
+		_ = l.Unlock(ctx) // node 1 fails the release (WRONGTYPE)
+	})
 }
 
 // TestFamilyTinyTimeouts: 24 goroutines on one small tree, read-write

@@ -19,12 +19,12 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 func TestMain(m *testing.M) {
 	// Tests kill nodes on purpose; go-redis would log every refused dial.
 	redis.SetLogger(quietLogger{})
-	urls, store, stop, err := startExampleNodes()
+	urls, store, shared, stop, err := startExampleNodes()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the examples' nodes:", err)
 		os.Exit(1)
 	}
-	nodeURLs, storeURL = urls, store
+	nodeURLs, storeURL, locker = urls, store, shared
 	code := m.Run()
 	stop()
 	if code == 0 {

@@ -255,7 +255,8 @@ func TestDefaultNodeTimeoutBoundsRound(t *testing.T) {
 // leaderConn). A hook slows the refused handshake, so that connections
 // opened over 30ms all meet it, and the leaders take theirs meanwhile.
 // It is a test of what the race detector finds: it fails only under
-// -race (with the leader on a redis.Conn, it did in 5 of 6 runs).
+// -race, and only in the rounds where the two writes overlap, hence the
+// 15 rounds.
 func TestOwnConnFreshRESP3Clients(t *testing.T) {
 	nodes := redistest.Nodes(t, 3)
 	ctx := context.Background()
@@ -815,9 +816,10 @@ func countErrs(errs []error) (int, error) {
 // keys, then 10 000 Unlocks at once, on 3 healthy nodes with a 20s
 // per-node timeout: every call succeeds, and no key is left. A node
 // that answers, however many requests wait for it, never counts as
-// failed. Before, a request that found 4096 others queued for its node
-// failed at once as if the node were down: about half of each burst
-// failed, TryLock with ErrUnreachable and Unlock with ErrNotHeld.
+// failed: a request that finds thousands of others queued for its node
+// waits its turn rather than failing at once as if the node were down
+// (which would fail TryLock with ErrUnreachable and Unlock with
+// ErrNotHeld).
 func TestBurstOnBusyNodesSucceeds(t *testing.T) {
 	const n = 10000
 	_, clients := cluster(t, 3)

@@ -232,9 +232,7 @@ func TestObserverLostLock(t *testing.T) {
 	ctx := context.Background()
 
 	const ttl = 600 * time.Millisecond
-	l, err := rl.TryLock(ctx, key(t), ttl)
-	require.NoError(t, err)
-	require.NoError(t, l.AutoExtend(ctx))
+	l := autoExtended(t, rl, ttl)
 	// Let one extension happen first.
 	eventually(t, 5*time.Second, func() bool { return l.Extensions() >= 1 }, "want an extension")
 	require.NoError(t, nodes[0].Kill())

@@ -127,8 +127,8 @@ func TestZeroLock(t *testing.T) {
 }
 
 // TestZeroValues: a zero Client, MultiLock and Lock fail at once with
-// ErrInvalid, never hang or panic. Before, a zero Client's Lock retried
-// forever over its empty node list.
+// ErrInvalid, never hang or panic: a zero Client has no nodes, and a
+// Lock that retried over an empty node list would never return.
 func TestZeroValues(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,10 +111,10 @@ func TestFirstRoundNeverReturnsExpired(t *testing.T) {
 
 // TestCancelledWinLeavesNothing cancels TryLock at random instants
 // around its decision, on 5 nodes, many times; wins that stand are
-// unlocked. Afterwards no key may be left. Before, a win cut short by ctx
-// leaked the grants that arrived between the decision and the
-// cancellation being seen: the 4th and 5th replies come right after the
-// 3rd, which decides.
+// unlocked. Afterwards no key may be left: a win cut short by ctx must
+// also release the grants that arrive between the decision and the
+// cancellation being seen (the 4th and 5th replies come right after the
+// 3rd, which decides).
 func TestCancelledWinLeavesNothing(t *testing.T) {
 	_, clients := cluster(t, 5)
 	rl := newClient(t, clients)
@@ -124,38 +122,16 @@ func TestCancelledWinLeavesNothing(t *testing.T) {
 	if testing.Short() {
 		tries = 500
 	}
-	seed := uint64(time.Now().UnixNano())
+	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 1))
-	var keys []string
-	var wg sync.WaitGroup
-	var cut, stood atomic.Int64
-	sem := make(chan struct{}, 4)
-	for range tries {
-		k := key(t)
-		keys = append(keys, k)
-		delay := time.Duration(rng.Int64N(int64(1500 * time.Microsecond)))
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			ctx, cancel := context.WithCancel(context.Background())
-			timer := time.AfterFunc(delay, cancel)
-			defer timer.Stop()
-			l, err := rl.TryLock(ctx, k, 30*time.Second)
-			cancel()
-			if err != nil {
-				cut.Add(1)
-				return
-			}
-			stood.Add(1)
-			if err := l.Unlock(context.Background()); err != nil {
-				t.Errorf("Unlock of a won lock: %v", err)
-			}
-		}()
+	keys := make([]string, tries)
+	for i := range keys {
+		keys[i] = key(t)
 	}
-	wg.Wait()
-	t.Logf("seed %d: %d attempts cut by cancellation, %d won", seed, cut.Load(), stood.Load())
+	won, cut := cancelAround(t, rng, tries, "TryLock", func(ctx context.Context, i int) (*redlock.Lock, error) {
+		return rl.TryLock(ctx, keys[i], 30*time.Second)
+	})
+	t.Logf("seed %d: %d attempts cut by cancellation, %d won", seed, cut, won)
 	eventually(t, 5*time.Second, func() bool { return leftKeys(t, clients, keys) == "" },
 		"seed %d: want no key left after cancelled wins, got %s", seed, leftKeys(t, clients, keys))
 }
@@ -182,42 +158,21 @@ func familyOps(rl *redlock.Client, root string) map[string]func(ctx context.Cont
 func TestFamilyCancelledLeavesNothing(t *testing.T) {
 	_, clients := cluster(t, 5)
 	rl := newClient(t, clients)
-	seed := uint64(time.Now().UnixNano())
+	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 2))
 	root := key(t)
 	tries := 600
 	if testing.Short() {
 		tries = 150
 	}
-	var wg sync.WaitGroup
-	var won, cut atomic.Int64
-	sem := make(chan struct{}, 4)
+	var won, cut int64
 	for name, op := range familyOps(rl, root) {
-		for i := range tries {
-			delay := time.Duration(rng.Int64N(int64(1500 * time.Microsecond)))
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				ctx, cancel := context.WithCancel(context.Background())
-				timer := time.AfterFunc(delay, cancel)
-				defer timer.Stop()
-				l, err := op(ctx, i%20)
-				cancel()
-				if err != nil {
-					cut.Add(1)
-					return
-				}
-				won.Add(1)
-				if err := l.Unlock(context.Background()); err != nil {
-					t.Errorf("%s: Unlock of a won lock: %v", name, err)
-				}
-			}()
-		}
+		w, c := cancelAround(t, rng, tries, name, func(ctx context.Context, i int) (*redlock.Lock, error) {
+			return op(ctx, i%20)
+		})
+		won, cut = won+w, cut+c
 	}
-	wg.Wait()
-	t.Logf("seed %d: %d won, %d cut or refused", seed, won.Load(), cut.Load())
+	t.Logf("seed %d: %d won, %d cut or refused", seed, won, cut)
 	eventually(t, 5*time.Second, func() bool { return len(nodeKeys(t, clients, root)) == 0 },
 		"seed %d: want nothing left on the nodes, got %v", seed, nodeKeys(t, clients, root))
 }

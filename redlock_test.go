@@ -167,7 +167,8 @@ func TestCancellation(t *testing.T) {
 // and Close waits for the releases still in flight: once Close returns,
 // a node that was stopped during the Unlock and resumed 100ms later has
 // released too, so that a process that exits after Close leaves nothing
-// behind. Before, nothing waited for the nodes beyond the quorum.
+// behind, though Unlock itself need not wait for the nodes beyond its
+// quorum.
 func TestUnlockWaitsForEveryReachableNode(t *testing.T) {
 	nodes, clients := cluster(t, 5)
 	rl, err := redlock.New(clients, redlock.WithNodeTimeout(testNodeTimeout))

@@ -87,6 +87,28 @@ var waitingCalls = []waitingCall{
 // firstContactTimeout or the 250ms test node timeout).
 const waitDeadline = 1200 * time.Millisecond
 
+// requireWaitEndedBy checks err, from the waiting call named call on 3
+// nodes, for a wait that ctx's deadline ended: it matches
+// context.DeadlineExceeded, ErrNotObtained and the last attempt's reason
+// (not the other one); its *QuorumError is that of a decided attempt
+// (more nodes in status than the quorum leaves, every node for a
+// MultiLock); and its text names the reason.
+func requireWaitEndedBy(t *testing.T, call string, err, reason, other error, status redlock.NodeStatus, text string) {
+	t.Helper()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	require.ErrorIs(t, err, reason, "want the last attempt's reason, got %v", err)
+	require.NotErrorIs(t, err, other)
+	var qe *redlock.QuorumError
+	require.ErrorAs(t, err, &qe)
+	quorum := qe.Quorum
+	if strings.HasPrefix(call, "MultiLock") {
+		quorum = 3
+	}
+	require.Greater(t, count(qe, status), 3-quorum, "want a decided attempt's nodes, got %v", err)
+	require.Contains(t, err.Error(), "not obtained: context deadline exceeded; last attempt: "+text)
+}
+
 // count returns how many of qe's nodes answered st.
 func count(qe *redlock.QuorumError, st redlock.NodeStatus) int {
 	n := 0
@@ -115,18 +137,7 @@ func TestWaitEndedByDeadlineSaysHeld(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), waitDeadline)
 			defer cancel()
 			err := wc.call(ctx, c, ml, k)
-			require.ErrorIs(t, err, context.DeadlineExceeded)
-			require.ErrorIs(t, err, redlock.ErrNotObtained)
-			require.ErrorIs(t, err, redlock.ErrContended, "want the last attempt's reason, got %v", err)
-			require.NotErrorIs(t, err, redlock.ErrUnreachable)
-			var qe *redlock.QuorumError
-			require.ErrorAs(t, err, &qe)
-			quorum := qe.Quorum
-			if strings.HasPrefix(wc.name, "MultiLock") {
-				quorum = 3
-			}
-			require.Greater(t, count(qe, redlock.NodeTaken), 3-quorum, "want a decided attempt's nodes, got %v", err)
-			require.Contains(t, err.Error(), "not obtained: context deadline exceeded; last attempt: held by another owner (")
+			requireWaitEndedBy(t, wc.name, err, redlock.ErrContended, redlock.ErrUnreachable, redlock.NodeTaken, "held by another owner (")
 		})
 	}
 }
@@ -148,18 +159,7 @@ func TestWaitEndedByDeadlineSaysUnreachable(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), waitDeadline)
 			defer cancel()
 			err := wc.call(ctx, c, ml, key(t))
-			require.ErrorIs(t, err, context.DeadlineExceeded)
-			require.ErrorIs(t, err, redlock.ErrNotObtained)
-			require.ErrorIs(t, err, redlock.ErrUnreachable, "want the last attempt's reason, got %v", err)
-			require.NotErrorIs(t, err, redlock.ErrContended)
-			var qe *redlock.QuorumError
-			require.ErrorAs(t, err, &qe)
-			quorum := qe.Quorum
-			if strings.HasPrefix(wc.name, "MultiLock") {
-				quorum = 3
-			}
-			require.Greater(t, count(qe, redlock.NodeFailed), 3-quorum, "want a decided attempt's nodes, got %v", err)
-			require.Contains(t, err.Error(), "not obtained: context deadline exceeded; last attempt: nodes unreachable (")
+			requireWaitEndedBy(t, wc.name, err, redlock.ErrUnreachable, redlock.ErrContended, redlock.NodeFailed, "nodes unreachable (")
 		})
 	}
 }

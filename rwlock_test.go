@@ -190,8 +190,9 @@ func TestWriterNotStarvedByReaders(t *testing.T) {
 	t.Logf("writer in after %v (%d read locks meanwhile)", time.Since(start).Round(time.Millisecond), meanwhile)
 	// Readers whose RLock was in flight at the writer's first attempt
 	// may still get in; after that, none until the writer has been in.
-	// Without the mark the writer got in only through a chance gap:
-	// after 333 to 1617 read locks (1.8s to 8.6s, 3 runs).
+	// Without the mark the writer gets in only through a chance gap
+	// between readers: after hundreds of read locks and seconds, if at
+	// all.
 	require.LessOrEqual(t, meanwhile, int64(24), "want new readers held off once the writer waits")
 	// While the writer holds the key, no reader gets it.
 	during := took.Load()
@@ -441,8 +442,10 @@ func TestWriterMarkAutoExtendedReaders(t *testing.T) {
 	ctx := context.Background()
 	k := key(t)
 	// Long enough that a scheduling stall of a few hundred ms on a
-	// loaded machine does not cost a lease (the test is about the mark).
-	const ttl = time.Second
+	// loaded machine does not cost a lease (the test is about the mark):
+	// with the 250ms per-node timeout, a 1s lease survives no stall at
+	// all, a 2s one half a second (survivableStall).
+	const ttl = 2 * time.Second
 	actx, stopExtending := context.WithCancel(ctx)
 	defer stopExtending()
 	readers := make([]*redlock.Lock, 4)
@@ -1539,9 +1542,9 @@ func (o roundCounter) ObserveRound(e redlock.RoundEvent) {
 
 func (o roundCounter) ObserveLock(redlock.LockEvent) {}
 
-// TestWriterMarkPrefixedAutoExtendedReaders: prefixed readers with short TTLs,
+// TestWriterMarkPrefixedAutoExtendedReaders: prefixed readers,
 // auto-extended (the scheduler's batched extend_batch.lua), keep their
-// leases under a waiting writer's mark for many TTLs, across a SCRIPT
+// leases under a waiting writer's mark for several TTLs, across a SCRIPT
 // FLUSH on every node (the EVAL fallbacks of the batch and of the
 // writer's marking acquire); meanwhile no new reader and not the writer
 // gets in. Once they leave, one by one, the writer gets in at the last
@@ -1553,8 +1556,11 @@ func TestWriterMarkPrefixedAutoExtendedReaders(t *testing.T) {
 	ctx := context.Background()
 	k := key(t)
 	// Long enough that a scheduling stall of a few hundred ms on a
-	// loaded machine does not cost a lease (the test is about the mark).
-	const ttl = 600 * time.Millisecond
+	// loaded machine does not cost a lease (the test is about the mark):
+	// with the 250ms per-node timeout, a 2s lease survives half a second
+	// (survivableStall), and is still extended several times under the
+	// mark in 2.5 TTLs.
+	const ttl = 2 * time.Second
 	var readers []*redlock.Lock
 	for range 3 {
 		r, err := rl.TryRLock(ctx, k, ttl)
@@ -1562,7 +1568,8 @@ func TestWriterMarkPrefixedAutoExtendedReaders(t *testing.T) {
 		require.NoError(t, r.AutoExtend(ctx))
 		readers = append(readers, r)
 	}
-	wctx, wcancel := context.WithTimeout(ctx, 8*time.Second)
+	// The writer waits through the whole watch below, and longer.
+	wctx, wcancel := context.WithTimeout(ctx, 8*ttl)
 	defer wcancel()
 	writer := acquireAsync(func() (*redlock.Lock, error) {
 		return rl.Lock(wctx, k, 5*time.Second, redlock.WithRetryDelay(300*time.Millisecond))
@@ -1570,10 +1577,10 @@ func TestWriterMarkPrefixedAutoExtendedReaders(t *testing.T) {
 	for i, c := range clients {
 		eventually(t, 3*time.Second, func() bool { m, _ := markLeft(t, c, pfx+k); return m }, "node %d: no mark", i+1)
 	}
-	end := time.Now().Add(3 * time.Second)
+	end := time.Now().Add(5 * ttl / 2)
 	flushed := false
 	for time.Now().Before(end) {
-		if !flushed && time.Until(end) < 1500*time.Millisecond {
+		if !flushed && time.Until(end) < 5*ttl/4 {
 			for _, c := range clients {
 				require.NoError(t, c.ScriptFlush(ctx).Err())
 			}

@@ -16,8 +16,8 @@ import (
 	"github.com/seed543a70bd/redlock"
 )
 
-// Issue 14: many auto-extended locks on one client, extended by one
-// scheduler in batches.
+// Many auto-extended locks on one client, extended by one scheduler in
+// batches.
 
 // takeMany takes n locks on distinct keys from g goroutines with TryLock
 // (and AutoExtend at once when auto) and returns them in key order, with
@@ -108,8 +108,8 @@ func heapNow() uint64 {
 // and it is lost at the loss margin), provided the process runs long
 // enough in that time to extend every lock due: here, at least half of
 // every TTL/2 (a machine that runs the process in short slices shows
-// short stalls that add up to most of a second: 5 763 locks were lost
-// with a longest stall of 312ms and 935ms of stalls within one second).
+// short stalls that add up to most of a second, and thousands of locks
+// fall due in that time with none of them extended).
 // Done closes before the deadline after any stall shorter than the loss
 // margin. With stalls past those, the test asserts only that no lock
 // whose validity ran out still claims to be held. How many locks a
@@ -120,13 +120,7 @@ func TestManyAutoExtendedLocks(t *testing.T) {
 		n = 2000
 	}
 	_, clients := cluster(t, 5)
-	// The observer hears of a loss as Done closes: the instant is exact.
-	var ended sync.Map // key -> time.Time
-	obs := lossObserver(func(e redlock.LockEvent) {
-		if e.Lost {
-			ended.Store(e.Keys[0], time.Now())
-		}
-	})
+	obs, ended := lossTimes()
 	rl, err := redlock.New(clients, redlock.WithObserver(obs)) // defaults: the per-node timeout for 2s is what users get
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rl.Close() })
@@ -166,29 +160,22 @@ func TestManyAutoExtendedLocks(t *testing.T) {
 	perLock := float64(int64(heap)-int64(baseHeap)) / float64(n)
 	t.Logf("heap per held auto-extended lock: %.0f B", perLock)
 	longest := stalls.Longest()
-	lost, lateDone, minExt := 0, 0, 1<<30
+	lost, minExt := 0, 1<<30
 	var firstErr error
-	var firstLate string
-	for i, l := range locks {
+	for _, l := range locks {
 		if err := l.Err(); err != nil {
 			lost++
 			if firstErr == nil {
 				firstErr = err
 			}
-			if v, ok := ended.Load(l.Key()); ok && v.(time.Time).After(l.Deadline()) {
-				if lateDone++; lateDone == 1 {
-					firstLate = fmt.Sprintf("lock %d: Done closed %v after its deadline", i, v.(time.Time).Sub(l.Deadline()))
-				}
-			}
 			continue
 		}
 		minExt = min(minExt, l.Extensions())
 	}
-	margin, survivable := lossMargin(ttl), survivableStall(ttl)
-	worst := stalls.Worst(ttl / 2)
-	t.Logf("goroutines: %d before, peak %d while holding; lost %d (Done after the deadline: %d); fewest extensions of a held lock %d; "+
-		"longest stall %v (a lock survives %v, Done is on time after %v), stalls within the worst %v: %v",
-		baseG, peakG, lost, lateDone, minExt, longest, survivable, margin, ttl/2, worst)
+	lateDone, firstLate := lateLosses(locks, ended)
+	margin := lossMargin(ttl, defaultNodeTimeout(ttl))
+	t.Logf("goroutines: %d before, peak %d while holding; lost %d (Done after the deadline: %d); fewest extensions of a held lock %d",
+		baseG, peakG, lost, lateDone, minExt)
 	require.Less(t, peakG-baseG, 300, "goroutines grew with the locks held")
 	if lost == 0 {
 		// A lost lock keeps its error, with every node's outcome.
@@ -197,8 +184,8 @@ func TestManyAutoExtendedLocks(t *testing.T) {
 	if longest < margin {
 		require.Zero(t, lateDone, "lost locks whose Done closed after their deadline, with no stall over %v (first: %s)", margin, firstLate)
 	}
-	if longest < survivable && worst < ttl/4 {
-		require.Zero(t, lost, "locks lost with every node up, no stall over %v and %v of stalls within %v (first: %v)", longest, worst, ttl/2, firstErr)
+	if stalls.Survivable(t, ttl, defaultNodeTimeout(ttl)) {
+		require.Zero(t, lost, "locks lost with every node up and survivable stalls (first: %v)", firstErr)
 		require.GreaterOrEqual(t, minExt, 6, "a lock was extended fewer than 6 times in 6 TTLs")
 		// Every lock is still on a quorum of nodes.
 		for _, i := range []int{0, n / 2, n - 1} {
@@ -214,10 +201,7 @@ func TestManyAutoExtendedLocks(t *testing.T) {
 		t.Logf("stalls past what a lock survives: losses allowed")
 	}
 	// Whatever the stalls, a lock whose validity ran out says so.
-	for i, l := range locks {
-		eventually(t, 5*time.Second, func() bool { return l.Validity() > 0 || l.Err() != nil },
-			"lock %d: validity %v, and Done still open", i, l.Validity())
-	}
+	requireLossesSafe(t, locks)
 
 	unlockAll(locks, 256)
 	eventually(t, 5*time.Second, func() bool { return runtime.NumGoroutine() <= baseG+20 },
@@ -227,32 +211,18 @@ func TestManyAutoExtendedLocks(t *testing.T) {
 	}
 }
 
-// lossMargin is how long before its deadline a lock of ttl with the
-// default per-node timeout (ttl/20 in [5ms, 200ms]) is reported lost:
-// that timeout, at least minLossMargin, at most ttl/4 (see Lock.Done).
-func lossMargin(ttl time.Duration) time.Duration {
-	timeout := min(max(ttl/20, 5*time.Millisecond), 200*time.Millisecond)
-	return min(max(timeout, minLossMargin), ttl/4)
-}
+// pausedNodeTimeout is holdPaused's per-node timeout: Done closes that
+// long before the deadline, a margin wide enough for a loaded machine's
+// stalls.
+const pausedNodeTimeout = 200 * time.Millisecond
 
-// survivableStall is the longest stall an auto-extended lock of ttl (the
-// default per-node timeout) survives by design: its extension falls due
-// at ttl/2 left (earlier when the scheduler lags) and it is lost at the
-// loss margin, and the extension's round needs up to a per-node timeout
-// (here as long as the margin) of that to be answered.
-func survivableStall(ttl time.Duration) time.Duration {
-	return ttl/2 - 2*lossMargin(ttl)
-}
-
-// pauseMany holds m auto-extended locks on 5 nodes, pauses the first
+// holdPaused holds m auto-extended locks on 5 nodes, pauses the first
 // `paused` nodes for d, and returns the locks (still auto-extended).
 // Before the pause, watch (when not nil) is given the locks. opts go to
 // New.
 func holdPaused(t *testing.T, m, paused int, ttl, d time.Duration, watch func([]*redlock.Lock), opts ...redlock.Option) ([]*redlock.Lock, *redlock.Client) {
 	nodes, clients := cluster(t, 5)
-	// A 200ms per-node timeout: Done closes 200ms before the deadline,
-	// a margin wide enough for a loaded machine's stalls.
-	rl, err := redlock.New(clients, append([]redlock.Option{redlock.WithNodeTimeout(200 * time.Millisecond)}, opts...)...)
+	rl, err := redlock.New(clients, append([]redlock.Option{redlock.WithNodeTimeout(pausedNodeTimeout)}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rl.Close() })
 	warm, _ := takeMany(t, rl, key(t)+"-warm", 64, 64, ttl, false) // dial and identify the nodes first
@@ -272,11 +242,44 @@ func holdPaused(t *testing.T, m, paused int, ttl, d time.Duration, watch func([]
 	return locks, rl
 }
 
-// TestManyLocksMinorityPaused: with 2 of 5 nodes paused for three TTLs,
-// no held lock is lost.
+// lossTimes returns an observer that records when each lock's loss was
+// reported, as Done closed (under the lock's state lock: the instant is
+// exact, and no sweep loads the machine), and the map it records in,
+// from the lock's first key to the time.Time.
+func lossTimes() (redlock.Observer, *sync.Map) {
+	var ended sync.Map
+	return lossObserver(func(e redlock.LockEvent) {
+		if e.Lost {
+			ended.Store(e.Keys[0], time.Now())
+		}
+	}), &ended
+}
+
+// lateLosses counts the locks whose loss was reported (in ended) after
+// their deadline, and describes the first.
+func lateLosses(locks []*redlock.Lock, ended *sync.Map) (late int, first string) {
+	for i, l := range locks {
+		if v, ok := ended.Load(l.Key()); ok && v.(time.Time).After(l.Deadline()) {
+			if late++; late == 1 {
+				first = fmt.Sprintf("lock %d: Done closed %v after its deadline", i, v.(time.Time).Sub(l.Deadline()))
+			}
+		}
+	}
+	return late, first
+}
+
+// TestManyLocksMinorityPaused: with 2 of 5 nodes paused for two TTLs, no
+// held lock is lost. A lock may be lost when the process itself cannot
+// run for a good part of its TTL, so the test asserts no loss only when
+// the stalls stayed within what a lock survives by design
+// (stallMonitor.Survivable); whatever the stalls, every lost lock says
+// so, and Done closes before the deadline after any stall shorter than
+// the loss margin.
 func TestManyLocksMinorityPaused(t *testing.T) {
-	ttl := time.Second
-	locks, _ := holdPaused(t, 2000, 2, ttl, 3*ttl, nil)
+	ttl := 2 * time.Second
+	obs, ended := lossTimes()
+	stalls := watchStalls(t)
+	locks, _ := holdPaused(t, 2000, 2, ttl, 2*ttl, nil, redlock.WithObserver(obs))
 	lost := 0
 	var first error
 	for _, l := range locks {
@@ -287,35 +290,38 @@ func TestManyLocksMinorityPaused(t *testing.T) {
 			}
 		}
 	}
-	require.Zero(t, lost, "locks lost with a minority paused (first: %v)", first)
+	late, firstLate := lateLosses(locks, ended)
+	t.Logf("lost %d of %d (Done after the deadline: %d)", lost, len(locks), late)
+	if margin := lossMargin(ttl, pausedNodeTimeout); stalls.Longest() < margin {
+		require.Zero(t, late, "lost locks whose Done closed after their deadline, with no stall over %v (first: %s)", margin, firstLate)
+	}
+	if stalls.Survivable(t, ttl, pausedNodeTimeout) {
+		require.Zero(t, lost, "locks lost with a minority paused and survivable stalls (first: %v)", first)
+	} else {
+		t.Logf("stalls past what a lock survives: losses allowed")
+	}
+	requireLossesSafe(t, locks)
 	unlockAll(locks, 64)
 }
 
 // TestManyLocksMajorityPaused: with 3 of 5 nodes paused, every lock is
-// lost, and each one's Done closes before its deadline.
+// lost, and each one's Done closes before its deadline unless the process
+// stalled for longer than the loss margin.
 func TestManyLocksMajorityPaused(t *testing.T) {
 	ttl := time.Second
-	// The observer hears of a loss as Done closes, under the lock's
-	// state lock: the instant is exact, and no sweep loads the machine.
-	var ended sync.Map // key -> time.Time
-	obs := lossObserver(func(e redlock.LockEvent) {
-		if e.Lost {
-			ended.Store(e.Keys[0], time.Now())
-		}
-	})
+	obs, ended := lossTimes()
+	stalls := watchStalls(t)
 	locks, _ := holdPaused(t, 2000, 3, ttl, 2*ttl, nil, redlock.WithObserver(obs))
-	late := 0
-	var first string
 	for i, l := range locks {
-		v, ok := ended.Load(l.Key())
+		_, ok := ended.Load(l.Key())
 		require.True(t, ok, "lock %d: no loss observed", i)
-		if at := v.(time.Time); at.After(l.Deadline()) {
-			if late++; late == 1 {
-				first = fmt.Sprintf("lock %d: Done closed %v after its deadline", i, at.Sub(l.Deadline()))
-			}
-		}
 	}
-	require.Zero(t, late, "locks whose Done closed after their deadline (first: %s)", first)
+	late, first := lateLosses(locks, ended)
+	margin, longest := lossMargin(ttl, pausedNodeTimeout), stalls.Longest()
+	t.Logf("Done after the deadline: %d; longest stall %v (Done is on time after %v)", late, longest, margin)
+	if longest < margin {
+		require.Zero(t, late, "locks whose Done closed after their deadline (first: %s)", first)
+	}
 	for i, l := range locks {
 		select {
 		case <-l.Done():
@@ -365,12 +371,17 @@ func TestBatchPerLockOutcome(t *testing.T) {
 }
 
 // TestBatchedFamilyAndPrefix: path, read and permit locks and key locks
-// under a key prefix are extended by the same batches, and stay held.
+// under a key prefix are extended by the same batches, and stay held
+// unless the process stalled past what a lock survives by design (then
+// every lost lock says so).
 func TestBatchedFamilyAndPrefix(t *testing.T) {
 	_, clients := cluster(t, 3)
 	rl := newClient(t, clients, redlock.WithKeyPrefix("pfx:"))
 	ctx := context.Background()
-	ttl := 500 * time.Millisecond
+	// Long enough to survive a stall of a few hundred ms: the test is
+	// about the batches, not about stalls.
+	ttl := 2 * time.Second
+	stalls := watchStalls(t)
 	k := key(t)
 	var locks []*redlock.Lock
 	must := func(l *redlock.Lock, err error) {
@@ -385,16 +396,19 @@ func TestBatchedFamilyAndPrefix(t *testing.T) {
 	must(rl.TryRLock(ctx, k+"-read", ttl))
 	must(rl.TryRLock(ctx, k+"-read", ttl))
 	must(rl.TryAcquire(ctx, k+"-sem", 3, ttl))
-	time.Sleep(4 * ttl) // extensions happen in the background: nothing to await
-	for _, l := range locks {
-		require.NoError(t, l.Err(), l.Key())
-		require.GreaterOrEqual(t, l.Extensions(), 4, l.Key())
+	time.Sleep(3 * ttl) // extensions happen in the background: nothing to await
+	if stalls.Survivable(t, ttl, testNodeTimeout) {
+		for _, l := range locks {
+			require.NoError(t, l.Err(), l.Key())
+			require.GreaterOrEqual(t, l.Extensions(), 4, l.Key())
+		}
+		// The writer is still kept out by the readers, the path by its lock.
+		_, err := rl.TryLock(ctx, k+"-read", ttl)
+		require.ErrorIs(t, err, redlock.ErrNotObtained)
+		_, err = rl.TryLockPath(ctx, k+"/a", ttl)
+		require.ErrorIs(t, err, redlock.ErrNotObtained)
 	}
-	// The writer is still kept out by the readers, the path by its lock.
-	_, err := rl.TryLock(ctx, k+"-read", ttl)
-	require.ErrorIs(t, err, redlock.ErrNotObtained)
-	_, err = rl.TryLockPath(ctx, k+"/a", ttl)
-	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	requireLossesSafe(t, locks)
 	unlockAll(locks, 1)
 	for i, c := range clients {
 		eventually(t, 2*time.Second, func() bool { return c.DBSize(ctx).Val() == 0 }, "node %d keeps keys", i+1)
@@ -403,23 +417,23 @@ func TestBatchedFamilyAndPrefix(t *testing.T) {
 
 // TestAutoExtendWithConcurrentExtend: the caller's Extends racing the
 // scheduler's never make Validity promise more than a quorum holds. The
-// caller's TTLs (150ms, 180ms) keep the lock below the point (TTL/2 =
-// 200ms left) where auto-extension (400ms) is due, so that the two
-// interleave all the time; only auto-extension can land between the
-// Validity read and the PTTL reads after it, and it can only raise the
-// PTTLs.
+// caller's TTLs (800ms, 900ms) keep the lock below the point (TTL/2 =
+// 1s left) where auto-extension (2s) is due, so that the two interleave
+// all the time; only auto-extension can land between the Validity read
+// and the PTTL reads after it, and it can only raise the PTTLs. The
+// TTLs are long enough that a stall of a loaded machine does not end
+// the lock between two rounds (a caller's Extend of 150ms fails after a
+// 150ms stall): the test is about Validity, not about stalls.
 func TestAutoExtendWithConcurrentExtend(t *testing.T) {
 	_, clients := cluster(t, 3)
 	rl := newClient(t, clients)
 	ctx := context.Background()
-	l, err := rl.TryLock(ctx, key(t), 400*time.Millisecond)
-	require.NoError(t, err)
-	require.NoError(t, l.AutoExtend(ctx))
+	l := autoExtended(t, rl, 2*time.Second)
 	deadline := time.Now().Add(3 * time.Second)
 	for i := 0; time.Now().Before(deadline); i++ {
-		ttl := 150 * time.Millisecond
+		ttl := 800 * time.Millisecond
 		if i%2 == 1 {
-			ttl = 180 * time.Millisecond
+			ttl = 900 * time.Millisecond
 		}
 		require.NoError(t, l.Extend(ctx, ttl), "round %d", i)
 		t1 := time.Now()
@@ -463,9 +477,7 @@ func TestSchedulerEndsWithLastLock(t *testing.T) {
 	_, clients := cluster(t, 3)
 	rl := newClient(t, clients)
 	ctx := context.Background()
-	l, err := rl.TryLock(ctx, key(t), 30*time.Second)
-	require.NoError(t, err)
-	require.NoError(t, l.AutoExtend(ctx))
+	l := autoExtended(t, rl, 30*time.Second)
 	require.Equal(t, 1, schedulerLoops(), "scheduler goroutines while a lock is auto-extended")
 	require.NoError(t, l.Unlock(ctx))
 	eventually(t, 2*time.Second, func() bool { return schedulerLoops() == 0 },
@@ -488,13 +500,17 @@ func schedulerLoops() int {
 // TestBatchCluster: on a Redis Cluster node the batches go per hash slot
 // (a script's keys must share one). A MultiLock needs every node, the
 // cluster too, so locks on keys of many slots survive several TTLs only
-// if each slot's batch reached its master.
+// if each slot's batch reached its master (or, when the process stalled
+// past what a lock survives by design, every lost lock says so).
 func TestBatchCluster(t *testing.T) {
 	cc := redisCluster(t, 3)
 	_, plain := cluster(t, 2)
 	ml := newMultiLock(t, []redis.UniversalClient{cc, plain[0], plain[1]})
 	ctx := context.Background()
-	ttl := 600 * time.Millisecond
+	// Long enough to survive a stall of a few hundred ms: the test is
+	// about the batches' routing, not about stalls.
+	ttl := 2 * time.Second
+	stalls := watchStalls(t)
 	var locks []*redlock.Lock
 	for i := range 40 {
 		l, err := ml.TryLock(ctx, fmt.Sprintf("%s-%d", key(t), i), ttl)
@@ -502,11 +518,14 @@ func TestBatchCluster(t *testing.T) {
 		require.NoError(t, l.AutoExtend(ctx))
 		locks = append(locks, l)
 	}
-	time.Sleep(4 * ttl) // extensions run in the background: nothing to await
-	for i, l := range locks {
-		require.NoError(t, l.Err(), "lock %d (%s)", i, l.Key())
-		require.GreaterOrEqual(t, l.Extensions(), 4, "lock %d", i)
+	time.Sleep(3 * ttl) // extensions run in the background: nothing to await
+	if stalls.Survivable(t, ttl, testNodeTimeout) {
+		for i, l := range locks {
+			require.NoError(t, l.Err(), "lock %d (%s)", i, l.Key())
+			require.GreaterOrEqual(t, l.Extensions(), 4, "lock %d", i)
+		}
 	}
+	requireLossesSafe(t, locks)
 	unlockAll(locks, 4)
 }
 
