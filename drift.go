@@ -58,16 +58,5 @@ func defaultNodeTimeout(ttl time.Duration) time.Duration {
 	return d
 }
 
-// pxMillis converts a TTL to the whole milliseconds sent as PX, rounding
-// up: a key that lives slightly longer than our validity assumes is safe,
-// one that lives shorter is not.
-func pxMillis(ttl time.Duration) int64 {
-	ms := int64(ttl / time.Millisecond)
-	if ttl%time.Millisecond != 0 {
-		ms++
-	}
-	return ms
-}
-
 // quorum returns the number of votes needed among n nodes: n/2+1.
 func quorum(n int) int { return n/2 + 1 }

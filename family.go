@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
 // The lock family: folder (path) locks, read locks and counting
@@ -18,13 +20,14 @@ import (
 // arithmetic and the per-node data layout.
 
 // lockKind tells the family's locks apart; key locks have no family.
+// Its values are the wire's (wire.Kind).
 type lockKind uint8
 
 const (
-	kindKey lockKind = iota
-	kindRead
-	kindPath
-	kindPermit
+	kindKey    = lockKind(wire.KindKey)
+	kindRead   = lockKind(wire.KindRead)
+	kindPath   = lockKind(wire.KindPath)
+	kindPermit = lockKind(wire.KindPermit)
 )
 
 func (k lockKind) String() string {
@@ -42,15 +45,18 @@ func (k lockKind) String() string {
 const (
 	// reservedPrefix begins the library's own values, which no token may
 	// begin with (WithToken).
-	reservedPrefix = "redlock:"
-	// readMarker is the lock key's value while readers hold it.
-	readMarker = reservedPrefix + "readers"
-	// limitMember prefixes the member of a semaphore's sorted set that
-	// records its limit.
-	limitMember = reservedPrefix + "limit="
+	reservedPrefix = wire.ReservedPrefix
 	// readersSuffix names a read lock's readers key: key + readersSuffix.
 	readersSuffix = ":readers"
 )
+
+// kindOf returns the wire kind of a lock of family f (nil: a key lock).
+func kindOf(f *family) wire.Kind {
+	if f == nil {
+		return wire.KindKey
+	}
+	return wire.Kind(f.kind)
+}
 
 // family describes a lock of the family: its kind, what Key returns, its
 // keys on the nodes, and what its rounds need.
@@ -62,18 +68,6 @@ type family struct {
 	wake  []string // the keys whose release channels wake its waiters
 	limit int      // kindPermit: at most limit holders
 	need  int      // the quorum; 0: the client's
-}
-
-// script returns the family's script for op.
-func (f *family) script(op opKind) *luaScript {
-	s := &familyScripts[f.kind]
-	switch op {
-	case opAcquire:
-		return s[0]
-	case opExtend:
-		return s[1]
-	}
-	return s[2]
 }
 
 // ReadersKey returns the key of the sorted set in which a read lock on
@@ -359,7 +353,7 @@ func (c *Client) tryFamily(ctx context.Context, f *family, ttl time.Duration, cf
 // errLimitMismatch is the node error of a permit refused because the
 // semaphore's live permits were taken under another limit.
 func errLimitMismatch(f *family) error {
-	return fmt.Errorf("%w: semaphore %q has live permits taken under another limit than %d: every user of a key must pass the same limit", ErrInvalid, f.name, f.limit)
+	return wire.LimitMismatch(f.name, f.limit)
 }
 
 // limitMismatched reports whether a node refused a permit for its limit.

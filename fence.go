@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
 // Fencing tokens (WithFencing).
@@ -115,12 +116,12 @@ func quorumFence(res []NodeResult, fences []int64) (f int64, synced bool) {
 func (c *Client) fenceLock(ctx context.Context, l *Lock, out outcome, cfg *config) error {
 	if out.fence <= 0 {
 		_ = l.Unlock(context.WithoutCancel(ctx))
-		return out.rd.resultError(ErrNotObtained, errUnexpectedReply(out.fence))
+		return out.rd.resultError(ErrNotObtained, wire.ErrUnexpectedReply(out.fence))
 	}
 	if !out.fenceSynced {
 		fo := c.runReq(ctx, &request{
-			op: opFence, keys: l.keys, token: l.token, ttl: l.ttl,
-			fence: out.fence, origin: out.start,
+			w:    wire.Request{Op: opFence, Token: l.token, TTL: l.ttl, Fence: out.fence},
+			keys: l.keys, origin: out.start,
 		}, cfg)
 		if !fo.won {
 			_ = l.Unlock(context.WithoutCancel(ctx))
@@ -157,12 +158,12 @@ func FencedSet(ctx context.Context, c redis.Scripter, key string, fence int64, v
 	case fence <= 0:
 		return invalidf("fencing token %d is not positive (was the lock acquired WithFencing?)", fence)
 	}
-	vs, err := scriptFencedSet.Run(ctx, c, []string{key}, fence, value).Int64Slice()
+	vs, err := wire.ScriptFencedSet.Run(ctx, c, []string{key}, fence, value).Int64Slice()
 	if err != nil {
 		return err
 	}
 	if len(vs) != 2 {
-		return errUnexpectedReply(vs)
+		return wire.ErrUnexpectedReply(vs)
 	}
 	if vs[0] != 1 {
 		return &StaleFenceError{Key: key, Fence: fence, Seen: vs[1]}

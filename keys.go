@@ -71,7 +71,7 @@ func shardingOf(c redis.UniversalClient) sharding {
 func (c *Client) sharding() sharding {
 	s := shardNone
 	for _, n := range c.nodes {
-		s = max(s, shardingOf(n.c))
+		s = max(s, shardingOf(n.C))
 	}
 	return s
 }

@@ -6,6 +6,9 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/seed543a70bd/redlock/internal/node"
+	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
 // Observer receives what the library does, for metrics and traces. Its
@@ -206,16 +209,16 @@ func (s *Stats) Snapshot() StatsSnapshot {
 
 // observeNode reports node i's reply to its round, and logs the restart
 // guard's verdicts on it.
-func (rd *round) observeNode(i int, r reply, lat time.Duration) {
-	if r.unsent {
+func (rd *round) observeNode(i int, r wire.Reply, lat time.Duration) {
+	if r.Unsent {
 		return
 	}
 	nd := rd.c.nodes[i]
 	if o := rd.cfg.obs; o != nil {
-		o.ObserveNode(NodeEvent{Ctx: rd.parent, Op: rd.op.op(), Node: i, Addr: nd.addr, Status: r.st, Err: r.err, Latency: lat})
+		o.ObserveNode(NodeEvent{Ctx: rd.parent, Op: opOf(rd.op), Node: i, Addr: nd.Addr, Status: NodeStatus(r.St), Err: r.Err, Latency: lat})
 	}
-	if l := rd.cfg.log; l != nil && nd.guard != nil && rd.op != opRelease {
-		nd.logGuard(l, r)
+	if l := rd.cfg.log; l != nil && nd.Guarded() && rd.op != opRelease {
+		logGuard(l, nd, r)
 	}
 }
 
@@ -226,7 +229,7 @@ func (rd *round) observeRound(out outcome) {
 		err = out.err // never a typed nil
 	}
 	rd.cfg.obs.ObserveRound(RoundEvent{
-		Ctx: rd.parent, Op: rd.op.op(), Keys: rd.keys, Reason: reasonOf(err),
+		Ctx: rd.parent, Op: opOf(rd.op), Keys: rd.keys, Reason: reasonOf(err),
 		Start: rd.start, Duration: time.Since(rd.start),
 		Nodes: append([]NodeResult(nil), rd.res...), Err: err,
 	})
@@ -234,31 +237,31 @@ func (rd *round) observeRound(out outcome) {
 
 // observeCleanup reports the clean-up release of a lost attempt on nd,
 // and logs it when it failed: the key then lives out its TTL.
-func (rd *round) observeCleanup(nd *node, r reply, lat time.Duration) {
-	if r.unsent {
+func (rd *round) observeCleanup(nd *node.Node, r wire.Reply, lat time.Duration) {
+	if r.Unsent {
 		return
 	}
 	if o := rd.cfg.obs; o != nil {
-		o.ObserveNode(NodeEvent{Ctx: rd.parent, Op: OpUnlock, Node: nd.idx, Addr: nd.addr, Status: r.st, Err: r.err, Latency: lat})
+		o.ObserveNode(NodeEvent{Ctx: rd.parent, Op: OpUnlock, Node: nd.Idx, Addr: nd.Addr, Status: NodeStatus(r.St), Err: r.Err, Latency: lat})
 	}
-	if l := rd.cfg.log; l != nil && r.st == NodeFailed {
+	if l := rd.cfg.log; l != nil && r.St == wire.StatusFailed {
 		l.Debug("redlock: clean-up release of a lost attempt failed; the key expires with its TTL",
-			"keys", rd.keys, "node", nd.idx, "addr", nd.addr, "err", r.err)
+			"keys", rd.keys, "node", nd.Idx, "addr", nd.Addr, "err", r.Err)
 	}
 }
 
 // logGuard logs when the restart guard starts refusing a node's votes,
 // and when it stops: once per change, not per request.
-func (nd *node) logGuard(l *slog.Logger, r reply) {
+func logGuard(l *slog.Logger, nd *node.Node, r wire.Reply) {
 	switch {
-	case r.st == NodeFailed && errors.Is(r.err, ErrNodeRestarted):
-		if nd.refused.CompareAndSwap(false, true) {
+	case r.St == wire.StatusFailed && errors.Is(r.Err, ErrNodeRestarted):
+		if nd.Refused.CompareAndSwap(false, true) {
 			l.Info("redlock: node restarted recently; the restart guard refuses its votes",
-				"node", nd.idx, "addr", nd.addr, "err", r.err)
+				"node", nd.Idx, "addr", nd.Addr, "err", r.Err)
 		}
-	case r.st != NodeFailed:
-		if nd.refused.CompareAndSwap(true, false) {
-			l.Info("redlock: node votes again after the restart guard", "node", nd.idx, "addr", nd.addr)
+	case r.St != wire.StatusFailed:
+		if nd.Refused.CompareAndSwap(true, false) {
+			l.Info("redlock: node votes again after the restart guard", "node", nd.Idx, "addr", nd.Addr)
 		}
 	}
 }
@@ -319,9 +322,9 @@ func (l *Lock) observeUnlock(ctx context.Context, out outcome) {
 
 // logDroppedRetry logs a failed release that will not be retried (after
 // Close, or with too many queued): its key expires with its TTL.
-func (c *Client) logDroppedRetry(nd *node, req *request) {
+func (c *Client) logDroppedRetry(nd *node.Node, keys []string) {
 	if l := c.cfg.log; l != nil {
 		l.Debug("redlock: failed release not retried; the key expires with its TTL",
-			"keys", req.keys, "node", nd.idx, "addr", nd.addr, "closed", c.isClosed())
+			"keys", keys, "node", nd.Idx, "addr", nd.Addr, "closed", c.isClosed())
 	}
 }

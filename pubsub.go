@@ -137,7 +137,7 @@ func (h *hub) leave(w *waiter) {
 func (h *hub) start(c *Client) *session {
 	s := &session{chans: c.cfg.prefix + releasePrefix, done: make(chan struct{})}
 	for _, nd := range c.nodes {
-		ps := nd.c.Subscribe(context.Background())
+		ps := nd.C.Subscribe(context.Background())
 		s.subs = append(s.subs, ps)
 		s.wg.Add(1)
 		go s.read(h, ps)

@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
 // lock retries tryLock with jittered delays until it wins, ctx is done or
@@ -160,4 +162,24 @@ func jitter(d time.Duration) time.Duration {
 		return math.MaxInt64
 	}
 	return d/2 + j
+}
+
+// foreignBlocked reports whether err is a lost round in which more
+// nodes failed with WRONGTYPE than the quorum can spare: values that
+// none of our kinds writes sit at the lock's keys (see internal/wire). Those
+// are the nodes' answers, not an outage: no retry can win until someone
+// removes the values, so Lock returns the error rather than wait for
+// them.
+func foreignBlocked(err error) bool {
+	var qe *QuorumError
+	if !errors.As(err, &qe) {
+		return false
+	}
+	n := 0
+	for _, r := range qe.Nodes {
+		if r.Status == NodeFailed && wire.IsWrongType(r.Err) {
+			n++
+		}
+	}
+	return n > len(qe.Nodes)-qe.Quorum
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed543a70bd/redlock/internal/node"
 	"github.com/seed543a70bd/redlock/internal/redisnode"
 	"github.com/seed543a70bd/redlock/internal/redistest"
 )
@@ -26,15 +27,15 @@ import (
 // timeouts, generous for a loaded 2-core machine under -race.
 const atkBound = 3 * time.Second
 
-// atkRecorder collects the failures of the workload.
-type atkRecorder struct {
+// loadRecorder collects the failures of the workload.
+type loadRecorder struct {
 	mu    sync.Mutex
 	errs  []string
 	slow  []string
 	calls atomic.Int64
 }
 
-func (r *atkRecorder) timed(what string, f func() error) error {
+func (r *loadRecorder) timed(what string, f func() error) error {
 	bound := atkBound
 	if what == "Lock" {
 		bound += 5 * time.Second // Lock retries until its ctx (5s at most here)
@@ -50,15 +51,15 @@ func (r *atkRecorder) timed(what string, f func() error) error {
 	return err
 }
 
-func (r *atkRecorder) fail(format string, args ...any) {
+func (r *loadRecorder) fail(format string, args ...any) {
 	r.mu.Lock()
 	r.errs = append(r.errs, fmt.Sprintf(format, args...))
 	r.mu.Unlock()
 }
 
-// atkExclusion runs workers goroutines over lcs that Lock one key in
+// checkExclusion runs workers goroutines over lcs that Lock one key in
 // turn, and checks that no two hold it at once.
-func atkExclusion(t *testing.T, r *atkRecorder, lcs []*Client, k string, workers, n int, strict bool) {
+func checkExclusion(t *testing.T, r *loadRecorder, lcs []*Client, k string, workers, n int, strict bool) {
 	t.Helper()
 	var holders atomic.Int32
 	var wg sync.WaitGroup
@@ -89,7 +90,7 @@ func atkExclusion(t *testing.T, r *atkRecorder, lcs []*Client, k string, workers
 				holders.Add(-1)
 				err = r.timed("Unlock", func() error { return l.Unlock(context.Background()) })
 				// A vote may have come from a node whose connections then
-				// broke (TestAtkMaxClients): a release short of a quorum
+				// broke (TestGoRedisMaxClients): a release short of a quorum
 				// for that reason is Unlock's documented ErrUnreachable.
 				if err != nil && strict && !errors.Is(err, ErrUnreachable) {
 					r.fail("worker %d iter %d: Unlock: %v", w, i, err)
@@ -100,9 +101,9 @@ func atkExclusion(t *testing.T, r *atkRecorder, lcs []*Client, k string, workers
 	wg.Wait()
 }
 
-// atkAutoLocks takes n locks of ttl on c, named prefix-0 to prefix-(n-1),
+// autoLocks takes n locks of ttl on c, named prefix-0 to prefix-(n-1),
 // and auto-extends each.
-func atkAutoLocks(t *testing.T, c *Client, prefix string, n int, ttl time.Duration) []*Lock {
+func autoLocks(t *testing.T, c *Client, prefix string, n int, ttl time.Duration) []*Lock {
 	t.Helper()
 	ctx := context.Background()
 	autos := make([]*Lock, 0, n)
@@ -115,10 +116,10 @@ func atkAutoLocks(t *testing.T, c *Client, prefix string, n int, ttl time.Durati
 	return autos
 }
 
-// atkPinger is a direct user of clients: it PINGs them in turn, every
+// pinger is a direct user of clients: it PINGs them in turn, every
 // gap, until the returned stop is called, which reports the slowest
 // PING and the first error.
-func atkPinger(clients []redis.UniversalClient, gap time.Duration) (stop func() (time.Duration, error)) {
+func pinger(clients []redis.UniversalClient, gap time.Duration) (stop func() (time.Duration, error)) {
 	ctx := context.Background()
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -146,13 +147,13 @@ func atkPinger(clients []redis.UniversalClient, gap time.Duration) (stop func() 
 	}
 }
 
-// atkWorkload runs exclusion, cycles, Extends and AutoExtends over lcs.
-func atkWorkload(t *testing.T, lcs []*Client, prefix string, strict bool) *atkRecorder {
+// runWorkload runs exclusion, cycles, Extends and AutoExtends over lcs.
+func runWorkload(t *testing.T, lcs []*Client, prefix string, strict bool) *loadRecorder {
 	t.Helper()
-	r := new(atkRecorder)
+	r := new(loadRecorder)
 	ctx := context.Background()
 	var wg sync.WaitGroup
-	wg.Go(func() { atkExclusion(t, r, lcs, prefix+"-mx", 4, 8, strict) })
+	wg.Go(func() { checkExclusion(t, r, lcs, prefix+"-mx", 4, 8, strict) })
 	for i, c := range lcs {
 		wg.Go(func() {
 			for j := range 10 {
@@ -201,7 +202,7 @@ func atkWorkload(t *testing.T, lcs []*Client, prefix string, strict bool) *atkRe
 	return r
 }
 
-func (r *atkRecorder) check(t *testing.T) {
+func (r *loadRecorder) check(t *testing.T) {
 	t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -214,9 +215,9 @@ func (r *atkRecorder) check(t *testing.T) {
 	}
 }
 
-// TestAtkOptions: the workload on go-redis clients with unusual options,
+// TestGoRedisOptions: the workload on go-redis clients with unusual options,
 // three Clients sharing them.
-func TestAtkOptions(t *testing.T) {
+func TestGoRedisOptions(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		mod  func(*redis.Options)
@@ -249,15 +250,15 @@ func TestAtkOptions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			nodes := redistest.Nodes(t, 3)
-			clients := advClients(t, nodes, func(o *redis.Options) {
+			clients := nodeClients(t, nodes, func(o *redis.Options) {
 				o.PoolTimeout = 2 * time.Second
 				tc.mod(o)
 			})
 			lcs := make([]*Client, 3)
 			for i := range lcs {
-				lcs[i] = advNew(t, clients, WithNodeTimeout(time.Second))
+				lcs[i] = newTestClient(t, clients, WithNodeTimeout(time.Second))
 			}
-			r := atkWorkload(t, lcs, t.Name(), true)
+			r := runWorkload(t, lcs, t.Name(), true)
 			r.check(t)
 			requireNoLockKeys(t, clients, t.Name())
 			for _, c := range lcs {
@@ -265,7 +266,7 @@ func TestAtkOptions(t *testing.T) {
 				require.NoError(t, c.Close())
 				require.Less(t, time.Since(start), atkBound)
 			}
-			advSettled(t, clients)
+			requireSettled(t, clients)
 		})
 	}
 }
@@ -337,10 +338,10 @@ func (h *failHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	}
 }
 
-// TestAtkHooks: hooks that fail lock commands before or after they ran,
+// TestGoRedisHooks: hooks that fail lock commands before or after they ran,
 // on a minority of nodes, or add latency; one added after the first
 // lock. Exclusion holds, every call is bounded, and nothing is left.
-func TestAtkHooks(t *testing.T) {
+func TestGoRedisHooks(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		setup func(h *failHook)
@@ -359,7 +360,7 @@ func TestAtkHooks(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			nodes := redistest.Nodes(t, 5)
-			clients := advClients(t, nodes, nil)
+			clients := nodeClients(t, nodes, nil)
 			hooks := make([]*failHook, 2) // on nodes 0 and 1: a minority
 			for i := range hooks {
 				hooks[i] = &failHook{cmds: map[string]bool{}}
@@ -368,10 +369,10 @@ func TestAtkHooks(t *testing.T) {
 					clients[i].(*redis.Client).AddHook(hooks[i])
 				}
 			}
-			lcs := []*Client{advNew(t, clients, WithNodeTimeout(time.Second)), advNew(t, clients, WithNodeTimeout(time.Second))}
+			lcs := []*Client{newTestClient(t, clients, WithNodeTimeout(time.Second)), newTestClient(t, clients, WithNodeTimeout(time.Second))}
 			if tc.late {
-				require.Empty(t, advCycles(lcs[0], t.Name()+"-warm", 2, 5))
-				require.Empty(t, advCycles(lcs[1], t.Name()+"-warm", 2, 5))
+				require.Empty(t, lockCycles(lcs[0], t.Name()+"-warm", 2, 5))
+				require.Empty(t, lockCycles(lcs[1], t.Name()+"-warm", 2, 5))
 				for i := range hooks {
 					clients[i].(*redis.Client).AddHook(hooks[i])
 				}
@@ -379,28 +380,28 @@ func TestAtkHooks(t *testing.T) {
 			// A release that ran but is reported failed on two nodes, with
 			// a contender's partial grant on a third, fails Unlock's
 			// quorum: errors are allowed where commands fail after running.
-			r := atkWorkload(t, lcs, t.Name(), !strings.Contains(tc.name, "After"))
+			r := runWorkload(t, lcs, t.Name(), !strings.Contains(tc.name, "After"))
 			r.check(t)
 			for _, h := range hooks {
 				h.before.Store(false)
 				h.after.Store(false)
 				h.delay.Store(0)
 			}
-			advEnd(t, clients, lcs, clients)
+			endLoad(t, clients, lcs, clients)
 		})
 	}
 }
 
-// TestAtkSharedClient: one go-redis client per node, shared by six
+// TestGoRedisSharedClient: one go-redis client per node, shared by six
 // Clients and direct users, with a small pool.
-func TestAtkSharedClient(t *testing.T) {
+func TestGoRedisSharedClient(t *testing.T) {
 	for _, ps := range []int{3, 4, 10} {
 		t.Run(fmt.Sprint("PoolSize", ps), func(t *testing.T) {
 			nodes := redistest.Nodes(t, 3)
-			clients := advClients(t, nodes, func(o *redis.Options) { o.PoolSize = ps; o.PoolTimeout = 2 * time.Second })
+			clients := nodeClients(t, nodes, func(o *redis.Options) { o.PoolSize = ps; o.PoolTimeout = 2 * time.Second })
 			lcs := make([]*Client, 6)
 			for i := range lcs {
-				lcs[i] = advNew(t, clients, WithNodeTimeout(time.Second))
+				lcs[i] = newTestClient(t, clients, WithNodeTimeout(time.Second))
 			}
 			stop := make(chan struct{})
 			var direct sync.WaitGroup
@@ -422,49 +423,49 @@ func TestAtkSharedClient(t *testing.T) {
 					}
 				})
 			}
-			r := atkWorkload(t, lcs, t.Name(), true)
+			r := runWorkload(t, lcs, t.Name(), true)
 			close(stop)
 			direct.Wait()
 			r.check(t)
 			if p := derr.Load(); p != nil {
 				t.Errorf("direct user: %v", *p)
 			}
-			advEnd(t, clients, lcs, clients)
+			endLoad(t, clients, lcs, clients)
 		})
 	}
 }
 
-// atkGoroutinesBack waits until the goroutine count is back to at most
+// goroutinesBack waits until the goroutine count is back to at most
 // base+slack.
-func atkGoroutinesBack(t *testing.T, base, slack int, wait time.Duration) {
+func goroutinesBack(t *testing.T, base, slack int, wait time.Duration) {
 	t.Helper()
-	advEventually(t, wait, func() bool { return runtime.NumGoroutine() <= base+slack },
+	eventually(t, wait, func() bool { return runtime.NumGoroutine() <= base+slack },
 		"goroutines: %d, were %d", runtime.NumGoroutine(), base)
 }
 
-// TestAtkSharedPoolStarvation: six Clients and a direct user share one
+// TestGoRedisSharedPoolStarvation: six Clients and a direct user share one
 // go-redis client per node whose pool has PoolSize connections (and a
 // 2s PoolTimeout); each Client runs back-to-back lock cycles. Every
 // request needs a connection for one round trip, so with a 2s pool
 // timeout and a 1s per-node timeout no request should fail, and the
 // direct user's PINGs should never wait anywhere near the pool timeout.
-// PoolSize 3 is below minPoolForConn (leaders hold no connection);
+// PoolSize 3 is below node.MinPoolForConn (leaders hold no connection);
 // PoolSize 4 is at it (each leader holds one).
-func TestAtkSharedPoolStarvation(t *testing.T) {
+func TestGoRedisSharedPoolStarvation(t *testing.T) {
 	for _, ps := range []int{3, 4, 6} {
 		t.Run(fmt.Sprint("PoolSize", ps), func(t *testing.T) {
 			nodes := redistest.Nodes(t, 3)
-			clients := advClients(t, nodes, func(o *redis.Options) { o.PoolSize = ps; o.PoolTimeout = 2 * time.Second })
+			clients := nodeClients(t, nodes, func(o *redis.Options) { o.PoolSize = ps; o.PoolTimeout = 2 * time.Second })
 			lcs := make([]*Client, 6)
 			for i := range lcs {
-				lcs[i] = advNew(t, clients, WithNodeTimeout(time.Second))
+				lcs[i] = newTestClient(t, clients, WithNodeTimeout(time.Second))
 			}
-			stopPings := atkPinger(clients, time.Millisecond)
+			stopPings := pinger(clients, time.Millisecond)
 			var wg sync.WaitGroup
 			errs := make([][]error, len(lcs))
 			start := time.Now()
 			for i, c := range lcs {
-				wg.Go(func() { errs[i] = advCycles(c, fmt.Sprintf("%s-%d", t.Name(), i), 2, 40) })
+				wg.Go(func() { errs[i] = lockCycles(c, fmt.Sprintf("%s-%d", t.Name(), i), 2, 40) })
 			}
 			wg.Wait()
 			el := time.Since(start)
@@ -487,13 +488,13 @@ func TestAtkSharedPoolStarvation(t *testing.T) {
 			if pingMax > time.Second {
 				t.Errorf("a direct PING waited %v for the pool", pingMax)
 			}
-			advEnd(t, clients, lcs, clients)
+			endLoad(t, clients, lcs, clients)
 		})
 	}
 }
 
-// TestAtkHeldConnPlusBatch: Clients whose leaders each hold a connection
-// of a shared go-redis pool of minPoolForConn (PoolSize 4, PoolTimeout
+// TestGoRedisHeldConnPlusBatch: Clients whose leaders each hold a connection
+// of a shared go-redis pool of node.MinPoolForConn (PoolSize 4, PoolTimeout
 // 3s), kept busy by back-to-back lock cycles, while each Client also
 // auto-extends locks that fall due together. An extension batch that
 // a leader runs alone goes through the pool (execBatch: nd.c.Do, with
@@ -501,31 +502,31 @@ func TestAtkSharedPoolStarvation(t *testing.T) {
 // when every connection is held by a leader that waits for another, no
 // one can go on until the pool timeout. Every auto-extended lock must
 // stay held, every cycle succeed, and a direct PING never wait long.
-func TestAtkHeldConnPlusBatch(t *testing.T) {
+func TestGoRedisHeldConnPlusBatch(t *testing.T) {
 	for _, tc := range []struct{ pool, n int }{
-		{minPoolForConn - 1, 4}, // control: the leaders hold no connection
-		{minPoolForConn, 4},
-		{minPoolForConn, 6},
+		{node.MinPoolForConn - 1, 4}, // control: the leaders hold no connection
+		{node.MinPoolForConn, 4},
+		{node.MinPoolForConn, 6},
 		{10, 10}, // go-redis's default PoolSize at GOMAXPROCS 1
 	} {
 		n := tc.n
 		t.Run(fmt.Sprintf("PoolSize%d-%dClients", tc.pool, n), func(t *testing.T) {
 			nodes := redistest.Nodes(t, 3)
-			clients := advClients(t, nodes, func(o *redis.Options) {
+			clients := nodeClients(t, nodes, func(o *redis.Options) {
 				o.PoolSize, o.PoolTimeout = tc.pool, 3*time.Second
 			})
 			lcs := make([]*Client, n)
 			for i := range lcs {
-				lcs[i] = advNew(t, clients, WithNodeTimeout(500*time.Millisecond))
+				lcs[i] = newTestClient(t, clients, WithNodeTimeout(500*time.Millisecond))
 			}
 			ctx := context.Background()
 			var autos []*Lock
 			for i, c := range lcs {
-				autos = append(autos, atkAutoLocks(t, c, fmt.Sprintf("%s-auto-%d", t.Name(), i), 3, 400*time.Millisecond)...)
+				autos = append(autos, autoLocks(t, c, fmt.Sprintf("%s-auto-%d", t.Name(), i), 3, 400*time.Millisecond)...)
 			}
 			stop := make(chan struct{})
 			var bg sync.WaitGroup
-			stopPings := atkPinger(clients, 2*time.Millisecond)
+			stopPings := pinger(clients, 2*time.Millisecond)
 			var cycErr atomic.Pointer[error]
 			var cycles, failed atomic.Int64
 			var slowest atomic.Int64
@@ -554,8 +555,8 @@ func TestAtkHeldConnPlusBatch(t *testing.T) {
 				})
 			}
 			time.Sleep(1200 * time.Millisecond)
-			if tc.pool == minPoolForConn && n == 4 {
-				atkDumpLeaders(t)
+			if tc.pool == node.MinPoolForConn && n == 4 {
+				dumpLeaders(t)
 			}
 			time.Sleep(800 * time.Millisecond)
 			close(stop)
@@ -586,15 +587,15 @@ func TestAtkHeldConnPlusBatch(t *testing.T) {
 			for _, l := range autos {
 				_ = l.Unlock(ctx)
 			}
-			advEnd(t, clients, lcs, clients)
+			endLoad(t, clients, lcs, clients)
 		})
 	}
 }
 
-// atkDumpLeaders logs, with ATK_DUMP set, where the goroutines of
+// dumpLeaders logs, with ATK_DUMP set, where the goroutines of
 // redlock are: the first redlock frame, and whether they wait for a
 // pool turn.
-func atkDumpLeaders(t *testing.T) {
+func dumpLeaders(t *testing.T) {
 	if os.Getenv("ATK_DUMP") == "" {
 		return
 	}
@@ -624,19 +625,19 @@ func atkDumpLeaders(t *testing.T) {
 	}
 }
 
-// atkAdmins returns a plain go-redis client per node, for checks.
-func atkAdmins(t *testing.T, nodes []*redisnode.Node) []redis.UniversalClient {
+// adminClients returns a plain go-redis client per node, for checks.
+func adminClients(t *testing.T, nodes []*redisnode.Node) []redis.UniversalClient {
 	t.Helper()
-	return advClients(t, nodes, nil)
+	return nodeClients(t, nodes, nil)
 }
 
-// TestAtkUserClosesGoRedis: the user closes the go-redis clients (all,
+// TestGoRedisUserClosesGoRedis: the user closes the go-redis clients (all,
 // or a minority) while a Client is mid-lock and holds auto-extended
 // locks. Every call returns, bounded, with nil or an error; no panic;
 // auto-extended locks end (Done) when a quorum is gone; Close is
 // bounded; no goroutine is left; and the nodes still reachable keep no
 // key once everything was unlocked.
-func TestAtkUserClosesGoRedis(t *testing.T) {
+func TestGoRedisUserClosesGoRedis(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		closed int
@@ -650,13 +651,13 @@ func TestAtkUserClosesGoRedis(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			base := runtime.NumGoroutine()
 			nodes := redistest.Nodes(t, 5)
-			admins := atkAdmins(t, nodes)
-			clients := advClients(t, nodes, tc.mod)
-			c := advNew(t, clients, WithNodeTimeout(300*time.Millisecond))
+			admins := adminClients(t, nodes)
+			clients := nodeClients(t, nodes, tc.mod)
+			c := newTestClient(t, clients, WithNodeTimeout(300*time.Millisecond))
 			ctx := context.Background()
-			require.Empty(t, advCycles(c, t.Name()+"-warm", 2, 10))
-			autos := atkAutoLocks(t, c, t.Name()+"-auto", 4, 400*time.Millisecond)
-			r := new(atkRecorder)
+			require.Empty(t, lockCycles(c, t.Name()+"-warm", 2, 10))
+			autos := autoLocks(t, c, t.Name()+"-auto", 4, 400*time.Millisecond)
+			r := new(loadRecorder)
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
 			var held sync.Map // locks still held when the workers stop
@@ -724,24 +725,24 @@ func TestAtkUserClosesGoRedis(t *testing.T) {
 			start := time.Now()
 			require.NoError(t, c.Close())
 			require.Less(t, time.Since(start), atkBound)
-			advEventually(t, 5*time.Second, func() bool { return advWatchers() == 0 }, "%d Watch goroutines left", advWatchers())
+			eventually(t, 5*time.Second, func() bool { return takeWatchers() == 0 }, "%d Watch goroutines left", takeWatchers())
 			for i := tc.closed; i < 5; i++ {
 				rc := clients[i].(*redis.Client)
-				advEventually(t, 2*time.Second, func() bool { s := rc.PoolStats(); return s.TotalConns == s.IdleConns },
+				eventually(t, 2*time.Second, func() bool { s := rc.PoolStats(); return s.TotalConns == s.IdleConns },
 					"node %d: connections out of the pool: %+v", i, rc.PoolStats())
 			}
 			// The test's own goroutines: nodes' and clients' helpers.
-			atkGoroutinesBack(t, base, 30, 5*time.Second)
+			goroutinesBack(t, base, 30, 5*time.Second)
 		})
 	}
 }
 
-// TestAtkCloseInFlight: Close is called while TryLock, Lock (contended,
+// TestGoRedisCloseInFlight: Close is called while TryLock, Lock (contended,
 // waiting on pub/sub), Extend, Unlock and auto-extensions are in flight,
 // on go-redis clients with unusual options. Every call returns, bounded;
 // acquisitions after Close fail with ErrClosed; the locks still held can
 // be unlocked; nothing is left on the nodes; no goroutine is left.
-func TestAtkCloseInFlight(t *testing.T) {
+func TestGoRedisCloseInFlight(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		mod  func(*redis.Options)
@@ -753,14 +754,14 @@ func TestAtkCloseInFlight(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			nodes := redistest.Nodes(t, 3)
-			clients := advClients(t, nodes, tc.mod)
-			c := advNew(t, clients, WithNodeTimeout(300*time.Millisecond))
+			clients := nodeClients(t, nodes, tc.mod)
+			c := newTestClient(t, clients, WithNodeTimeout(300*time.Millisecond))
 			ctx := context.Background()
-			require.Empty(t, advCycles(c, t.Name()+"-warm", 2, 5))
-			autos := atkAutoLocks(t, c, t.Name()+"-auto", 3, 300*time.Millisecond)
+			require.Empty(t, lockCycles(c, t.Name()+"-warm", 2, 5))
+			autos := autoLocks(t, c, t.Name()+"-auto", 3, 300*time.Millisecond)
 			contended, err := c.TryLock(ctx, t.Name()+"-contended", 5*time.Second)
 			require.NoError(t, err)
-			r := new(atkRecorder)
+			r := new(loadRecorder)
 			var wg sync.WaitGroup
 			var mu sync.Mutex
 			var held []*Lock
@@ -813,17 +814,17 @@ func TestAtkCloseInFlight(t *testing.T) {
 				require.Less(t, time.Since(start), atkBound)
 			}
 			requireNoLockKeys(t, clients, t.Name())
-			advSettled(t, clients)
+			requireSettled(t, clients)
 			require.NoError(t, c.Close())
 		})
 	}
 }
 
-// TestAtkKillStormOptions: CLIENT KILL TYPE normal in a loop on every
+// TestGoRedisKillStormOptions: CLIENT KILL TYPE normal in a loop on every
 // node while Lock contends for one key across two Clients, on go-redis
 // clients with unusual options. Never two holders; every call bounded;
 // nothing left.
-func TestAtkKillStormOptions(t *testing.T) {
+func TestGoRedisKillStormOptions(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		mod  func(*redis.Options)
@@ -835,9 +836,9 @@ func TestAtkKillStormOptions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			nodes := redistest.Nodes(t, 5)
-			clients := advClients(t, nodes, tc.mod)
-			admins := atkAdmins(t, nodes)
-			lcs := []*Client{advNew(t, clients, WithNodeTimeout(500*time.Millisecond)), advNew(t, clients, WithNodeTimeout(500*time.Millisecond))}
+			clients := nodeClients(t, nodes, tc.mod)
+			admins := adminClients(t, nodes)
+			lcs := []*Client{newTestClient(t, clients, WithNodeTimeout(500*time.Millisecond)), newTestClient(t, clients, WithNodeTimeout(500*time.Millisecond))}
 			ctx := context.Background()
 			stop := make(chan struct{})
 			var killer sync.WaitGroup
@@ -855,67 +856,67 @@ func TestAtkKillStormOptions(t *testing.T) {
 					time.Sleep(time.Millisecond)
 				}
 			})
-			r := atkWorkload(t, lcs, t.Name(), false)
+			r := runWorkload(t, lcs, t.Name(), false)
 			close(stop)
 			killer.Wait()
 			t.Logf("%d kills, %d calls", kills.Load(), r.calls.Load())
 			r.check(t)
-			advEnd(t, admins, lcs, clients)
+			endLoad(t, admins, lcs, clients)
 		})
 	}
 }
 
-// TestAtkMaxClients: two of five nodes accept only a few connections
+// TestGoRedisMaxClients: two of five nodes accept only a few connections
 // (CONFIG SET maxclients) and have their connections killed, so that
 // new dials are refused ("max number of clients reached"). Locks are
 // granted by the other three; every call is bounded; once maxclients
 // is restored the nodes vote again; nothing is left.
-func TestAtkMaxClients(t *testing.T) {
+func TestGoRedisMaxClients(t *testing.T) {
 	nodes := redistest.Nodes(t, 5)
-	admins := atkAdmins(t, nodes)
-	clients := advClients(t, nodes, nil)
-	lcs := []*Client{advNew(t, clients, WithNodeTimeout(500*time.Millisecond)), advNew(t, clients, WithNodeTimeout(500*time.Millisecond))}
+	admins := adminClients(t, nodes)
+	clients := nodeClients(t, nodes, nil)
+	lcs := []*Client{newTestClient(t, clients, WithNodeTimeout(500*time.Millisecond)), newTestClient(t, clients, WithNodeTimeout(500*time.Millisecond))}
 	ctx := context.Background()
-	require.Empty(t, advCycles(lcs[0], t.Name()+"-warm", 2, 5))
+	require.Empty(t, lockCycles(lcs[0], t.Name()+"-warm", 2, 5))
 	for i := range 2 {
 		a := admins[i].(*redis.Client)
 		require.NoError(t, a.Ping(ctx).Err())
 		require.NoError(t, a.ConfigSet(ctx, "maxclients", "2").Err())
 		require.NoError(t, a.ClientKillByFilter(ctx, "TYPE", "normal", "SKIPME", "yes").Err())
 	}
-	r := atkWorkload(t, lcs, t.Name(), true)
+	r := runWorkload(t, lcs, t.Name(), true)
 	r.check(t)
 	for i := range 2 {
 		require.NoError(t, admins[i].ConfigSet(ctx, "maxclients", "10000").Err())
 	}
-	advVotesAgain(t, lcs[0], clients[0])
-	advVotesAgain(t, lcs[1], clients[1])
-	advEnd(t, admins, lcs, clients)
+	waitVotesAgain(t, lcs[0], clients[0])
+	waitVotesAgain(t, lcs[1], clients[1])
+	endLoad(t, admins, lcs, clients)
 }
 
-// atkLimiter rejects every fifth command, and reports each outcome.
-type atkLimiter struct{ n atomic.Int64 }
+// countLimiter rejects every fifth command, and reports each outcome.
+type countLimiter struct{ n atomic.Int64 }
 
 var errLimited = errors.New("limiter: rejected")
 
-func (l *atkLimiter) Allow() error {
+func (l *countLimiter) Allow() error {
 	if l.n.Add(1)%5 == 0 {
 		return errLimited
 	}
 	return nil
 }
 
-func (l *atkLimiter) ReportResult(error) {}
+func (l *countLimiter) ReportResult(error) {}
 
-// TestAtkLimiter: go-redis clients with a Limiter (circuit breaker) that
+// TestGoRedisLimiter: go-redis clients with a Limiter (circuit breaker) that
 // rejects some commands, on every node. Calls may fail; none hangs, no
 // two holders, nothing left.
-func TestAtkLimiter(t *testing.T) {
+func TestGoRedisLimiter(t *testing.T) {
 	nodes := redistest.Nodes(t, 3)
-	admins := atkAdmins(t, nodes)
-	clients := advClients(t, nodes, func(o *redis.Options) { o.Limiter = new(atkLimiter) })
-	lcs := []*Client{advNew(t, clients, WithNodeTimeout(500*time.Millisecond)), advNew(t, clients, WithNodeTimeout(500*time.Millisecond))}
-	r := atkWorkload(t, lcs, t.Name(), false)
+	admins := adminClients(t, nodes)
+	clients := nodeClients(t, nodes, func(o *redis.Options) { o.Limiter = new(countLimiter) })
+	lcs := []*Client{newTestClient(t, clients, WithNodeTimeout(500*time.Millisecond)), newTestClient(t, clients, WithNodeTimeout(500*time.Millisecond))}
+	r := runWorkload(t, lcs, t.Name(), false)
 	r.check(t)
-	advEnd(t, admins, lcs, clients)
+	endLoad(t, admins, lcs, clients)
 }

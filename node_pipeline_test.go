@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed543a70bd/redlock/internal/node"
 	"github.com/seed543a70bd/redlock/internal/redistest"
 )
 
@@ -89,12 +90,12 @@ func requireNoKeys(t *testing.T, clients []redis.UniversalClient) {
 	}
 }
 
-// TestPipeBatchesInOrder: under concurrency, requests queued for a busy
+// TestPipelineBatchesInOrder: under concurrency, requests queued for a busy
 // node go out in pipelines of several commands, and a node still runs
 // each lock's release after its acquire: nothing is left behind, although
 // Unlock no longer sends a second release for grants that arrive after
 // it started.
-func TestPipeBatchesInOrder(t *testing.T) {
+func TestPipelineBatchesInOrder(t *testing.T) {
 	nodes := redistest.Nodes(t, 5)
 	clients := redistest.Clients(t, nodes)
 	h := new(pipelineCounter)
@@ -110,12 +111,12 @@ func TestPipeBatchesInOrder(t *testing.T) {
 	t.Logf("%d pipelines of %.1f commands on average", h.batches.Load(), float64(h.cmds.Load())/float64(h.batches.Load()))
 }
 
-// TestPipeNoScriptInBatch: nodes that lose their script cache while
+// TestPipelineNoScriptInBatch: nodes that lose their script cache while
 // batches are in flight (SCRIPT FLUSH, as after a restart) answer NOSCRIPT
 // in the middle of pipelines. Requests are run again with EVAL in their
 // place, or failed when a later request of the same lock already ran, so
 // no acquire lands after its own release: nothing is left behind.
-func TestPipeNoScriptInBatch(t *testing.T) {
+func TestPipelineNoScriptInBatch(t *testing.T) {
 	nodes := redistest.Nodes(t, 5)
 	clients := redistest.Clients(t, nodes)
 	c, err := New(clients)
@@ -163,18 +164,18 @@ func TestPipeNoScriptInBatch(t *testing.T) {
 	requireNoKeys(t, clients)
 }
 
-// TestPipeLeaderParksThenEnds: a node's leader serves the requests of
+// TestPipelineLeaderParksThenEnds: a node's leader serves the requests of
 // back-to-back rounds without a new goroutine per request (the same
-// parked goroutines before and after), and ends leaderLinger after the
+// parked goroutines before and after), and ends node.LeaderLinger after the
 // last request although the client is never closed.
 //
 // The count is of the whole process, so the test first waits for the
 // leaders of earlier tests' clients to end. A stall longer than
-// leaderLinger (a loaded CI machine once found no parked leader in 5s:
+// node.LeaderLinger (a loaded CI machine once found no parked leader in 5s:
 // they had ended before the first look) ends the leaders between two
 // looks, so the check is made up to 5 times and must hold once; a
 // leader per request, or one that never parks, fails all 5.
-func TestPipeLeaderParksThenEnds(t *testing.T) {
+func TestPipelineLeaderParksThenEnds(t *testing.T) {
 	nodes := redistest.Nodes(t, 3)
 	c, err := New(redistest.Clients(t, nodes))
 	require.NoError(t, err)
@@ -203,7 +204,7 @@ func TestPipeLeaderParksThenEnds(t *testing.T) {
 	var why string
 	for attempt := 1; attempt <= 5; attempt++ {
 		cycle()
-		first, ok := parked(3, leaderLinger/2)
+		first, ok := parked(3, node.LeaderLinger/2)
 		if !ok {
 			why = fmt.Sprintf("after one cycle, %d parked leaders, want 3", len(first))
 			_, _ = parked(0, 5*time.Second)
@@ -212,7 +213,7 @@ func TestPipeLeaderParksThenEnds(t *testing.T) {
 		for range 20 {
 			cycle()
 		}
-		again, ok := parked(3, leaderLinger/2)
+		again, ok := parked(3, node.LeaderLinger/2)
 		if ok && slices.Equal(first, again) {
 			why = ""
 			break
@@ -221,7 +222,7 @@ func TestPipeLeaderParksThenEnds(t *testing.T) {
 		_, _ = parked(0, 5*time.Second)
 	}
 	require.Empty(t, why, "in 5 attempts")
-	ids, ok = parked(0, 5*time.Second) // leaderLinger after the last request, with no Close
+	ids, ok = parked(0, 5*time.Second) // node.LeaderLinger after the last request, with no Close
 	require.True(t, ok, "leaders still parked 5s after the last request: %v", ids)
 }
 
@@ -232,7 +233,7 @@ func parkedLeaders() []string {
 	buf = buf[:runtime.Stack(buf, true)]
 	var ids []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "redlock.(*Client).park(") {
+		if strings.Contains(g, "node.(*Node).park(") {
 			id, _, _ := strings.Cut(strings.TrimPrefix(g, "goroutine "), " ")
 			ids = append(ids, id)
 		}
@@ -241,12 +242,12 @@ func parkedLeaders() []string {
 	return ids
 }
 
-// TestPipeLeadersEndAfterChurn: after a while of 16 clients contending
+// TestPipelineLeadersEndAfterChurn: after a while of 16 clients contending
 // for 4 keys (leaders parking and woken all the time, some just as their
-// linger ends), every leader ends leaderLinger after its last request.
+// linger ends), every leader ends node.LeaderLinger after its last request.
 // A leader whose wait timer was spent by a linger that ended at the
 // instant new work came used to park for good.
-func TestPipeLeadersEndAfterChurn(t *testing.T) {
+func TestPipelineLeadersEndAfterChurn(t *testing.T) {
 	nodes := redistest.Nodes(t, 5)
 	var cs []*Client
 	for range 16 {
@@ -274,78 +275,8 @@ func TestPipeLeadersEndAfterChurn(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Second)
 	for n := len(parkedLeaders()); n > 0; n = len(parkedLeaders()) {
 		if time.Now().After(deadline) {
-			t.Fatalf("want every leader ended %v after the load, got %d still parked", leaderLinger, n)
+			t.Fatalf("want every leader ended %v after the load, got %d still parked", node.LeaderLinger, n)
 		}
 		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// TestOwnConnFits: which go-redis clients a leader takes a connection of
-// its own from.
-func TestOwnConnFits(t *testing.T) {
-	tests := []struct {
-		name string
-		o    redis.Options
-		want bool
-	}{
-		{"RESP2, default pool", redis.Options{Addr: "a:1", Protocol: 2, PoolSize: 20}, true},
-		{"RESP3 (go-redis's default)", redis.Options{Addr: "a:1", Protocol: 3, PoolSize: 20}, true},
-		{"pool of minPoolForConn", redis.Options{Addr: "a:1", Protocol: 2, PoolSize: minPoolForConn}, true},
-		{"small pool", redis.Options{Addr: "a:1", Protocol: 2, PoolSize: minPoolForConn - 1}, false},
-		{"few active connections", redis.Options{Addr: "a:1", Protocol: 2, PoolSize: 20, MaxActiveConns: 2}, false},
-		{"active connections below the pool", redis.Options{Addr: "a:1", Protocol: 2, PoolSize: 20, MaxActiveConns: minPoolForConn}, false},
-		{"active connections as many as the pool", redis.Options{Addr: "a:1", Protocol: 2, PoolSize: 20, MaxActiveConns: 20}, true},
-		{"active connections above the pool", redis.Options{Addr: "a:1", Protocol: 2, PoolSize: 10, MaxActiveConns: 20}, true},
-		{"failover client", redis.Options{Addr: failoverAddr, Protocol: 2, PoolSize: 20}, false},
-	}
-	for _, tt := range tests {
-		if got := ownConnFits(&tt.o); got != tt.want {
-			t.Errorf("%s: want %v, got %v", tt.name, tt.want, got)
-		}
-	}
-}
-
-// TestConnSlots: the leaders of all Clients sharing a go-redis pool hold
-// at most a quarter of it (at least one connection). A client's slots
-// are shared with its WithTimeout clones (same pool) and with clients of
-// the same address and pool size; a client of another address has its
-// own.
-func TestConnSlots(t *testing.T) {
-	for pool, want := range map[int]int32{1: 1, 4: 1, 7: 1, 8: 2, 20: 5, 100: 25} {
-		if got := connSlotsFor(&redis.Options{PoolSize: pool}); got != want {
-			t.Errorf("PoolSize %d: want %d slots, got %d", pool, want, got)
-		}
-	}
-	a := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", PoolSize: 8})
-	b := redis.NewClient(&redis.Options{Addr: "127.0.0.1:2", PoolSize: 8})
-	same := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", PoolSize: 8})
-	defer a.Close()
-	defer b.Close()
-	defer same.Close()
-	sa := connSlotsOf(a)
-	if connSlotsOf(a) != sa {
-		t.Fatal("two slot tables for one client")
-	}
-	if connSlotsOf(a.WithTimeout(time.Second)) != sa {
-		t.Fatal("a WithTimeout clone (same pool) has slots of its own")
-	}
-	if connSlotsOf(same) != sa {
-		t.Fatal("a client of the same address and pool size has slots of its own")
-	}
-	if connSlotsOf(b) == sa {
-		t.Fatal("clients of two addresses share a slot table")
-	}
-	if !sa.take() || !sa.take() {
-		t.Fatal("want 2 slots of a pool of 8")
-	}
-	if sa.take() {
-		t.Fatal("a third slot of a pool of 8")
-	}
-	if !connSlotsOf(b).take() {
-		t.Fatal("another client's slots taken by the first's leaders")
-	}
-	sa.give()
-	if !sa.take() {
-		t.Fatal("a slot given back was not free again")
 	}
 }

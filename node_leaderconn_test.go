@@ -18,12 +18,13 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed543a70bd/redlock/internal/node"
 	"github.com/seed543a70bd/redlock/internal/redisnode"
 	"github.com/seed543a70bd/redlock/internal/redistest"
 )
 
-// advEventually polls cond every 5ms until it holds or wait passes.
-func advEventually(t *testing.T, wait time.Duration, cond func() bool, format string, args ...any) {
+// eventually polls cond every 5ms until it holds or wait passes.
+func eventually(t *testing.T, wait time.Duration, cond func() bool, format string, args ...any) {
 	t.Helper()
 	deadline := time.Now().Add(wait)
 	for !cond() {
@@ -34,23 +35,23 @@ func advEventually(t *testing.T, wait time.Duration, cond func() bool, format st
 	}
 }
 
-// advWatchers counts the goroutines that hold a leader's Tx open (the
+// takeWatchers counts the goroutines that hold a leader's Tx open (the
 // Watch of leaderConn.take).
-func advWatchers() int {
+func takeWatchers() int {
 	buf := make([]byte, 1<<22)
 	buf = buf[:runtime.Stack(buf, true)]
 	n := 0
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "redlock.(*leaderConn).take.func") {
+		if strings.Contains(g, "node.(*leaderConn).take.func") {
 			n++
 		}
 	}
 	return n
 }
 
-// advClient is a go-redis client of nd with the test defaults (no
+// nodeClient is a go-redis client of nd with the test defaults (no
 // retries, short timeouts) changed by mod, closed when the test ends.
-func advClient(t *testing.T, nd *redisnode.Node, mod func(*redis.Options)) *redis.Client {
+func nodeClient(t *testing.T, nd *redisnode.Node, mod func(*redis.Options)) *redis.Client {
 	t.Helper()
 	o := &redis.Options{Addr: nd.Addr(), Password: nd.Password(), MaxRetries: -1, DialerRetries: 1,
 		DialTimeout: 250 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond}
@@ -62,18 +63,18 @@ func advClient(t *testing.T, nd *redisnode.Node, mod func(*redis.Options)) *redi
 	return cl
 }
 
-func advClients(t *testing.T, nodes []*redisnode.Node, mod func(*redis.Options)) []redis.UniversalClient {
+func nodeClients(t *testing.T, nodes []*redisnode.Node, mod func(*redis.Options)) []redis.UniversalClient {
 	t.Helper()
 	out := make([]redis.UniversalClient, len(nodes))
 	for i, nd := range nodes {
-		out[i] = advClient(t, nd, mod)
+		out[i] = nodeClient(t, nd, mod)
 	}
 	return out
 }
 
-// advNew is New with a per-node timeout far above a reply's time on a
+// newTestClient is New with a per-node timeout far above a reply's time on a
 // loaded machine, closed when the test ends.
-func advNew(t *testing.T, clients []redis.UniversalClient, opts ...Option) *Client {
+func newTestClient(t *testing.T, clients []redis.UniversalClient, opts ...Option) *Client {
 	t.Helper()
 	c, err := New(clients, append([]Option{WithNodeTimeout(250 * time.Millisecond)}, opts...)...)
 	require.NoError(t, err)
@@ -81,23 +82,23 @@ func advNew(t *testing.T, clients []redis.UniversalClient, opts ...Option) *Clie
 	return c
 }
 
-// advSettled waits until no leader holds a Tx and every client's pool
+// requireSettled waits until no leader holds a Tx and every client's pool
 // has all its connections idle: none was kept out of the pool.
-func advSettled(t *testing.T, clients []redis.UniversalClient) {
+func requireSettled(t *testing.T, clients []redis.UniversalClient) {
 	t.Helper()
-	advEventually(t, 5*time.Second, func() bool { return advWatchers() == 0 }, "%d Watch goroutines left", advWatchers())
+	eventually(t, 5*time.Second, func() bool { return takeWatchers() == 0 }, "%d Watch goroutines left", takeWatchers())
 	for i, cl := range clients {
 		rc := cl.(*redis.Client)
-		advEventually(t, 2*time.Second, func() bool {
+		eventually(t, 2*time.Second, func() bool {
 			s := rc.PoolStats()
 			return s.TotalConns == s.IdleConns
 		}, "node %d: connections out of the pool: %+v", i, rc.PoolStats())
 	}
 }
 
-// advCycles runs workers goroutines of n TryLock+Unlock cycles on
+// lockCycles runs workers goroutines of n TryLock+Unlock cycles on
 // distinct keys and returns the errors.
-func advCycles(c *Client, name string, workers, n int) []error {
+func lockCycles(c *Client, name string, workers, n int) []error {
 	ctx := context.Background()
 	var mu sync.Mutex
 	var errs []error
@@ -146,17 +147,17 @@ func (h *gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	return next
 }
 
-// TestAdvTxBatchAfterDrop: in one batch on the leader's own connection,
+// TestLeaderConnBatchAfterDrop: in one batch on the leader's own connection,
 // a request that fails on the node (a permit refused for its limit)
 // drops the connection; a later request of the same batch that must send
 // a second command (a refused SET NX of a lock runs the acquire script)
 // must send it on a live connection, not on the Tx just given back
 // ("redis: client is closed"): the lock is taken by another holder, not
 // a node failure.
-func TestAdvTxBatchAfterDrop(t *testing.T) {
+func TestLeaderConnBatchAfterDrop(t *testing.T) {
 	nodes := redistest.Nodes(t, 1)
 	gate := &gateHook{key: t.Name() + "-gate", entered: make(chan struct{}), open: make(chan struct{})}
-	cl := advClient(t, nodes[0], nil)
+	cl := nodeClient(t, nodes[0], nil)
 	cl.AddHook(gate)
 	c, err := New([]redis.UniversalClient{cl}, WithNodeTimeout(5*time.Second))
 	require.NoError(t, err)
@@ -172,10 +173,7 @@ func TestAdvTxBatchAfterDrop(t *testing.T) {
 
 	queued := func(n int) func() bool {
 		return func() bool {
-			pp := &c.nodes[0].pipe
-			pp.mu.Lock()
-			defer pp.mu.Unlock()
-			return len(pp.queue) == n
+			return c.nodes[0].Queued() == n
 		}
 	}
 	gateErr := make(chan error, 1)
@@ -196,13 +194,13 @@ func TestAdvTxBatchAfterDrop(t *testing.T) {
 		_, err := c.TryAcquire(ctx, sem, 3, 10*time.Second)
 		semErr <- err
 	}()
-	advEventually(t, 5*time.Second, queued(1), "the permit's request never queued")
+	eventually(t, 5*time.Second, queued(1), "the permit's request never queued")
 	lockErr := make(chan error, 1)
 	go func() {
 		_, err := c.TryLock(ctx, held, 10*time.Second)
 		lockErr <- err
 	}()
-	advEventually(t, 5*time.Second, queued(2), "the lock's request never queued")
+	eventually(t, 5*time.Second, queued(2), "the lock's request never queued")
 	close(gate.open)
 
 	require.NoError(t, <-gateErr)
@@ -215,7 +213,7 @@ func TestAdvTxBatchAfterDrop(t *testing.T) {
 	require.Equal(t, NodeTaken, qe.Nodes[0].Status, "want the key taken by its holder, got %v", qe.Nodes[0].Err)
 	require.NoError(t, p.Unlock(ctx))
 	require.NoError(t, c.Close())
-	advSettled(t, []redis.UniversalClient{cl})
+	requireSettled(t, []redis.UniversalClient{cl})
 }
 
 // countHook counts the lock requests (SET, EVALSHA, EVAL), alone or in
@@ -261,25 +259,25 @@ func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	}
 }
 
-// TestAdvTxMixedTraffic: under -race, on fresh RESP2 and RESP3 clients,
+// TestLeaderConnMixedTraffic: under -race, on fresh RESP2 and RESP3 clients,
 // goroutines lock and unlock on one Client while others use the same
 // go-redis clients directly (commands, pipelines, a WATCH transaction,
 // a Conn) and hooks are added to them. Every cycle succeeds, a hook
 // added while leaders hold their Tx sees the leaders' requests within a
 // few leaderConnAge, nothing is left on the nodes, and after Close no
 // Watch goroutine is left and every connection is back in its pool.
-func TestAdvTxMixedTraffic(t *testing.T) {
+func TestLeaderConnMixedTraffic(t *testing.T) {
 	for _, proto := range []int{2, 3} {
 		t.Run(fmt.Sprintf("RESP%d", proto), func(t *testing.T) {
 			nodes := redistest.Nodes(t, 3)
-			clients := advClients(t, nodes, func(o *redis.Options) {
+			clients := nodeClients(t, nodes, func(o *redis.Options) {
 				o.Protocol = proto
 				o.ReadTimeout, o.WriteTimeout = 2*time.Second, 2*time.Second
 			})
 			for _, cl := range clients {
 				cl.(*redis.Client).AddHook(redistest.SlowHandshake(5 * time.Millisecond))
 			}
-			c := advNew(t, clients, WithNodeTimeout(time.Second))
+			c := newTestClient(t, clients, WithNodeTimeout(time.Second))
 			ctx := context.Background()
 			stop := make(chan struct{})
 			var direct sync.WaitGroup
@@ -342,14 +340,14 @@ func TestAdvTxMixedTraffic(t *testing.T) {
 					time.Sleep(10 * time.Millisecond) // spread over the run; not a synchronization
 				}
 			})
-			errs := advCycles(c, t.Name(), 8, 25)
+			errs := lockCycles(c, t.Name(), 8, 25)
 			require.Empty(t, errs)
 			// A hook added to a client reaches the leaders' requests
 			// once their Tx is replaced.
 			for i := range clients {
 				base := added[i].n.Load()
-				advEventually(t, 3*time.Second, func() bool {
-					require.Empty(t, advCycles(c, t.Name()+"-late", 1, 1))
+				eventually(t, 3*time.Second, func() bool {
+					require.Empty(t, lockCycles(c, t.Name()+"-late", 1, 1))
 					return added[i].n.Load() > base+1
 				}, "node %d: the hook added to its client never saw a lock request", i)
 			}
@@ -360,21 +358,21 @@ func TestAdvTxMixedTraffic(t *testing.T) {
 			}
 			requireNoLockKeys(t, clients, t.Name())
 			require.NoError(t, c.Close())
-			advSettled(t, clients)
+			requireSettled(t, clients)
 		})
 	}
 }
 
-// advEnd ends a test of Clients lcs on clients: no key named after the
+// endLoad ends a test of Clients lcs on clients: no key named after the
 // test is left on the nodes (seen through keyNodes), every Client
-// closes without an error, and clients' pools settle (advSettled).
-func advEnd(t *testing.T, keyNodes []redis.UniversalClient, lcs []*Client, clients []redis.UniversalClient) {
+// closes without an error, and clients' pools settle (requireSettled).
+func endLoad(t *testing.T, keyNodes []redis.UniversalClient, lcs []*Client, clients []redis.UniversalClient) {
 	t.Helper()
 	requireNoLockKeys(t, keyNodes, t.Name())
 	for _, c := range lcs {
 		require.NoError(t, c.Close())
 	}
-	advSettled(t, clients)
+	requireSettled(t, clients)
 }
 
 // requireNoLockKeys waits (bounded) until no key with prefix is left on
@@ -382,7 +380,7 @@ func advEnd(t *testing.T, keyNodes []redis.UniversalClient, lcs []*Client, clien
 func requireNoLockKeys(t *testing.T, clients []redis.UniversalClient, prefix string) {
 	t.Helper()
 	ctx := context.Background()
-	advEventually(t, 5*time.Second, func() bool {
+	eventually(t, 5*time.Second, func() bool {
 		for _, cl := range clients {
 			ks, err := cl.Keys(ctx, prefix+"*").Result()
 			if err != nil || len(ks) > 0 {
@@ -393,15 +391,15 @@ func requireNoLockKeys(t *testing.T, clients []redis.UniversalClient, prefix str
 	}, "lock keys left on the nodes")
 }
 
-// TestAdvTxCloseDuringTraffic: Client.Close, and Close of one node's
+// TestLeaderConnCloseDuringTraffic: Client.Close, and Close of one node's
 // go-redis client, while goroutines lock and unlock. No call hangs,
 // acquisitions after Close fail with ErrClosed, the locks granted are
 // released, and no Watch goroutine or borrowed connection is left.
-func TestAdvTxCloseDuringTraffic(t *testing.T) {
+func TestLeaderConnCloseDuringTraffic(t *testing.T) {
 	t.Run("Client.Close", func(t *testing.T) {
 		nodes := redistest.Nodes(t, 3)
-		clients := advClients(t, nodes, nil)
-		c := advNew(t, clients)
+		clients := nodeClients(t, nodes, nil)
+		c := newTestClient(t, clients)
 		ctx := context.Background()
 		var wg sync.WaitGroup
 		var bad atomic.Pointer[error]
@@ -437,12 +435,12 @@ func TestAdvTxCloseDuringTraffic(t *testing.T) {
 			t.Fatal(*p)
 		}
 		requireNoLockKeys(t, clients, t.Name())
-		advSettled(t, clients)
+		requireSettled(t, clients)
 	})
 	t.Run("go-redis Close", func(t *testing.T) {
 		nodes := redistest.Nodes(t, 5)
-		clients := advClients(t, nodes, nil)
-		c := advNew(t, clients)
+		clients := nodeClients(t, nodes, nil)
+		c := newTestClient(t, clients)
 		ctx := context.Background()
 		var wg sync.WaitGroup
 		var cycles atomic.Int64
@@ -475,10 +473,10 @@ func TestAdvTxCloseDuringTraffic(t *testing.T) {
 				}
 			})
 		}
-		advEventually(t, 5*time.Second, func() bool { return cycles.Load() >= 50 }, "no traffic")
+		eventually(t, 5*time.Second, func() bool { return cycles.Load() >= 50 }, "no traffic")
 		require.NoError(t, clients[0].Close())
 		n := cycles.Load()
-		advEventually(t, 5*time.Second, func() bool { return cycles.Load() >= n+100 }, "locks stopped after a go-redis client closed")
+		eventually(t, 5*time.Second, func() bool { return cycles.Load() >= n+100 }, "locks stopped after a go-redis client closed")
 		close(stop)
 		wg.Wait()
 		if p := bad.Load(); p != nil {
@@ -486,12 +484,12 @@ func TestAdvTxCloseDuringTraffic(t *testing.T) {
 		}
 		requireNoLockKeys(t, clients[1:], t.Name())
 		require.NoError(t, c.Close())
-		advEventually(t, 5*time.Second, func() bool { return advWatchers() == 0 }, "%d Watch goroutines left", advWatchers())
-		advSettled(t, clients[1:])
+		eventually(t, 5*time.Second, func() bool { return takeWatchers() == 0 }, "%d Watch goroutines left", takeWatchers())
+		requireSettled(t, clients[1:])
 	})
 }
 
-// TestAdvTxSmallPool: go-redis clients with a pool of minPoolForConn
+// TestLeaderConnSmallPool: go-redis clients with a pool of node.MinPoolForConn
 // connections, or as many active ones, shared by several Clients and
 // direct users. Under PoolSize the leaders each hold a connection; under
 // MaxActiveConns (a hard cap: go-redis fails a request over it at once)
@@ -499,28 +497,28 @@ func TestAdvTxCloseDuringTraffic(t *testing.T) {
 // user's PINGs ever see ErrPoolExhausted. Every lock is granted, the
 // pools never grow past their size, and every connection is back in its
 // pool after Close.
-func TestAdvTxSmallPool(t *testing.T) {
+func TestLeaderConnSmallPool(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		mod  func(*redis.Options)
 	}{
-		{"PoolSize", func(o *redis.Options) { o.PoolSize = minPoolForConn; o.PoolTimeout = 2 * time.Second }},
+		{"PoolSize", func(o *redis.Options) { o.PoolSize = node.MinPoolForConn; o.PoolTimeout = 2 * time.Second }},
 		{"MaxActiveConns", func(o *redis.Options) {
-			o.PoolSize, o.MaxActiveConns = 20, minPoolForConn
+			o.PoolSize, o.MaxActiveConns = 20, node.MinPoolForConn
 			o.PoolTimeout = 2 * time.Second
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			nodes := redistest.Nodes(t, 3)
-			clients := advClients(t, nodes, tc.mod)
+			clients := nodeClients(t, nodes, tc.mod)
 			lcs := make([]*Client, 3)
 			for i := range lcs {
-				lcs[i] = advNew(t, clients, WithNodeTimeout(2*time.Second))
+				lcs[i] = newTestClient(t, clients, WithNodeTimeout(2*time.Second))
 			}
 			var wg sync.WaitGroup
 			errs := make([][]error, len(lcs))
 			for i, c := range lcs {
-				wg.Go(func() { errs[i] = advCycles(c, fmt.Sprintf("%s-%d", t.Name(), i), 3, 30) })
+				wg.Go(func() { errs[i] = lockCycles(c, fmt.Sprintf("%s-%d", t.Name(), i), 3, 30) })
 			}
 			ctx := context.Background()
 			var derr atomic.Pointer[error]
@@ -541,24 +539,24 @@ func TestAdvTxSmallPool(t *testing.T) {
 			for i, cl := range clients {
 				require.LessOrEqual(t, int(cl.(*redis.Client).PoolStats().TotalConns), 20, "node %d", i)
 			}
-			advEnd(t, clients, lcs, clients)
+			endLoad(t, clients, lcs, clients)
 		})
 	}
 }
 
-// TestAdvTxClientKillStorm: the nodes close every client connection over
+// TestLeaderConnClientKillStorm: the nodes close every client connection over
 // and over (CLIENT KILL, as restarts and proxies do) while goroutines
 // lock and unlock. No call takes much longer than the per-node timeout,
 // most cycles succeed, and every lock granted, and every acquire that
 // may have landed, is released everywhere in the end.
-func TestAdvTxClientKillStorm(t *testing.T) {
+func TestLeaderConnClientKillStorm(t *testing.T) {
 	nodes := redistest.Nodes(t, 5)
-	clients := advClients(t, nodes, nil)
+	clients := nodeClients(t, nodes, nil)
 	admins := make([]*redis.Client, len(nodes))
 	for i, nd := range nodes {
-		admins[i] = advClient(t, nd, nil)
+		admins[i] = nodeClient(t, nd, nil)
 	}
-	c := advNew(t, clients)
+	c := newTestClient(t, clients)
 	ctx := context.Background()
 	stop := make(chan struct{})
 	var killer sync.WaitGroup
@@ -607,17 +605,17 @@ func TestAdvTxClientKillStorm(t *testing.T) {
 	require.Greater(t, ok.Load(), 2*failed.Load(), "a connection closed under a request is resent on a live one")
 	requireNoLockKeys(t, clients, t.Name())
 	require.NoError(t, c.Close())
-	advSettled(t, clients)
+	requireSettled(t, clients)
 }
 
-// TestAdvTxRestartAndPause: a node killed and restarted while its leader
+// TestLeaderConnRestartAndPause: a node killed and restarted while its leader
 // holds a connection, then one SIGSTOPped and resumed. The lock is
 // granted by the quorum within the per-node timeout, and released
 // everywhere once the node answers again.
-func TestAdvTxRestartAndPause(t *testing.T) {
+func TestLeaderConnRestartAndPause(t *testing.T) {
 	nodes := redistest.Nodes(t, 5)
-	clients := advClients(t, nodes, nil)
-	c := advNew(t, clients)
+	clients := nodeClients(t, nodes, nil)
+	c := newTestClient(t, clients)
 	ctx := context.Background()
 	cycle := func(k string) {
 		t.Helper()
@@ -633,7 +631,7 @@ func TestAdvTxRestartAndPause(t *testing.T) {
 	k := t.Name() + "-restarted"
 	l, err := c.TryLock(ctx, k, 10*time.Second)
 	require.NoError(t, err)
-	advEventually(t, 2*time.Second, func() bool { return clients[0].Get(ctx, k).Val() == l.Token() },
+	eventually(t, 2*time.Second, func() bool { return clients[0].Get(ctx, k).Val() == l.Token() },
 		"the restarted node never got the lock")
 	require.NoError(t, l.Unlock(ctx))
 
@@ -659,37 +657,37 @@ func TestAdvTxRestartAndPause(t *testing.T) {
 		cycle(fmt.Sprintf("%s-after-%d", t.Name(), i))
 	}
 	require.NoError(t, c.Close())
-	advSettled(t, clients)
+	requireSettled(t, clients)
 }
 
-// TestAdvTxPanickingHook: a hook of one node's client panics on every
+// TestLeaderConnPanickingHook: a hook of one node's client panics on every
 // lock request, alone or in pipelines, while goroutines lock. The other
 // nodes grant every lock; once the hook stops, the node votes again; no
 // connection is lost to the pool.
-func TestAdvTxPanickingHook(t *testing.T) {
+func TestLeaderConnPanickingHook(t *testing.T) {
 	nodes := redistest.Nodes(t, 5)
-	clients := advClients(t, nodes, nil)
+	clients := nodeClients(t, nodes, nil)
 	h := new(countHook)
 	clients[0].(*redis.Client).AddHook(h)
-	c := advNew(t, clients)
-	require.Empty(t, advCycles(c, t.Name()+"-warm", 4, 10))
+	c := newTestClient(t, clients)
+	require.Empty(t, lockCycles(c, t.Name()+"-warm", 4, 10))
 	h.panic.Store(true)
-	require.Empty(t, advCycles(c, t.Name()+"-armed", 8, 20))
+	require.Empty(t, lockCycles(c, t.Name()+"-armed", 8, 20))
 	h.panic.Store(false)
-	advVotesAgain(t, c, clients[0])
+	waitVotesAgain(t, c, clients[0])
 	requireNoLockKeys(t, clients, t.Name())
 	require.NoError(t, c.Close())
-	advSettled(t, clients)
+	requireSettled(t, clients)
 }
 
 var key0Seq atomic.Int64
 
-// advVotesAgain waits (3s at most) for node, once failing, to hold the
+// waitVotesAgain waits (3s at most) for node, once failing, to hold the
 // token of a lock c takes again.
-func advVotesAgain(t *testing.T, c *Client, node redis.UniversalClient) {
+func waitVotesAgain(t *testing.T, c *Client, node redis.UniversalClient) {
 	t.Helper()
 	ctx := context.Background()
-	advEventually(t, 3*time.Second, func() bool {
+	eventually(t, 3*time.Second, func() bool {
 		k := key0(t)
 		l, err := c.TryLock(ctx, k, 10*time.Second)
 		require.NoError(t, err)
@@ -700,15 +698,15 @@ func advVotesAgain(t *testing.T, c *Client, node redis.UniversalClient) {
 
 func key0(t *testing.T) string { return fmt.Sprintf("%s-%d", t.Name(), key0Seq.Add(1)) }
 
-// TestAdvTxOnConnectFails: one node's OnConnect fails for a while, and
+// TestLeaderConnOnConnectFails: one node's OnConnect fails for a while, and
 // its connections are closed, so that leaders must open new ones. The
 // other nodes grant every lock; once OnConnect succeeds, the node votes
 // again.
-func TestAdvTxOnConnectFails(t *testing.T) {
+func TestLeaderConnOnConnectFails(t *testing.T) {
 	nodes := redistest.Nodes(t, 5)
 	var failing atomic.Bool
-	clients := advClients(t, nodes, nil)
-	clients[0] = advClient(t, nodes[0], func(o *redis.Options) {
+	clients := nodeClients(t, nodes, nil)
+	clients[0] = nodeClient(t, nodes[0], func(o *redis.Options) {
 		o.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
 			if failing.Load() {
 				return errors.New("OnConnect: refused")
@@ -716,51 +714,51 @@ func TestAdvTxOnConnectFails(t *testing.T) {
 			return nil
 		}
 	})
-	admin := advClient(t, nodes[0], nil)
-	c := advNew(t, clients)
+	admin := nodeClient(t, nodes[0], nil)
+	c := newTestClient(t, clients)
 	ctx := context.Background()
-	require.Empty(t, advCycles(c, t.Name()+"-warm", 4, 10))
+	require.Empty(t, lockCycles(c, t.Name()+"-warm", 4, 10))
 	failing.Store(true)
 	require.NoError(t, admin.ClientKillByFilter(ctx, "TYPE", "normal").Err())
-	require.Empty(t, advCycles(c, t.Name()+"-failing", 4, 10))
+	require.Empty(t, lockCycles(c, t.Name()+"-failing", 4, 10))
 	failing.Store(false)
-	advVotesAgain(t, c, clients[0])
+	waitVotesAgain(t, c, clients[0])
 	requireNoLockKeys(t, clients, t.Name())
 	require.NoError(t, c.Close())
-	advSettled(t, clients)
+	requireSettled(t, clients)
 }
 
-// TestAdvTxSessionState: a connection that a leader's Tx opens itself
+// TestLeaderConnSessionState: a connection that a leader's Tx opens itself
 // (the old ones closed under it) is set up as the client's: its database
 // (DB 3) and its ACL user. The locks land in DB 3 on every node, never
 // in DB 0.
-func TestAdvTxSessionState(t *testing.T) {
+func TestLeaderConnSessionState(t *testing.T) {
 	t.Run("DB", func(t *testing.T) {
 		nodes := redistest.Nodes(t, 3)
-		clients := advClients(t, nodes, func(o *redis.Options) { o.DB = 3 })
-		db0 := advClients(t, nodes, nil)
+		clients := nodeClients(t, nodes, func(o *redis.Options) { o.DB = 3 })
+		db0 := nodeClients(t, nodes, nil)
 		sessionState(t, clients, db0)
 	})
 	t.Run("ACL", func(t *testing.T) {
 		nodes := redistest.NodesWith(t, 3, redisnode.Options{Args: []string{"--requirepass", "admin-pw"}})
-		admins := advClients(t, nodes, nil)
+		admins := nodeClients(t, nodes, nil)
 		ctx := context.Background()
 		for _, a := range admins {
 			require.NoError(t, a.Do(ctx, "ACL", "SETUSER", "locker", "on", ">secret", "~*", "+@all", "-@dangerous").Err())
 		}
-		clients := advClients(t, nodes, func(o *redis.Options) { o.Username, o.Password = "locker", "secret" })
+		clients := nodeClients(t, nodes, func(o *redis.Options) { o.Username, o.Password = "locker", "secret" })
 		sessionState(t, clients, admins)
 	})
 }
 
 func sessionState(t *testing.T, clients, admins []redis.UniversalClient) {
 	t.Helper()
-	c := advNew(t, clients)
+	c := newTestClient(t, clients)
 	ctx := context.Background()
 	for round := range 5 {
 		// Back to back: leaders take a Tx; then every connection but
 		// the admins' is closed.
-		require.Empty(t, advCycles(c, fmt.Sprintf("%s-warm-%d", t.Name(), round), 2, 5))
+		require.Empty(t, lockCycles(c, fmt.Sprintf("%s-warm-%d", t.Name(), round), 2, 5))
 		for _, a := range admins {
 			require.NoError(t, a.ClientKillByFilter(ctx, "TYPE", "normal").Err())
 		}
@@ -768,7 +766,7 @@ func sessionState(t *testing.T, clients, admins []redis.UniversalClient) {
 		l, err := c.TryLock(ctx, k, 10*time.Second)
 		require.NoError(t, err, "round %d", round)
 		for i, cl := range clients {
-			advEventually(t, 2*time.Second, func() bool { return cl.Get(ctx, k).Val() == l.Token() },
+			eventually(t, 2*time.Second, func() bool { return cl.Get(ctx, k).Val() == l.Token() },
 				"round %d: node %d: want our token", round, i)
 			if a := admins[i].(*redis.Client); a.Options().DB != cl.(*redis.Client).Options().DB {
 				require.Zero(t, a.Exists(ctx, k).Val(), "round %d: node %d: the lock landed in DB 0", round, i)
@@ -783,21 +781,21 @@ func sessionState(t *testing.T, clients, admins []redis.UniversalClient) {
 		requireNoLockKeys(t, clients, t.Name())
 	}
 	require.NoError(t, c.Close())
-	advSettled(t, clients)
+	requireSettled(t, clients)
 }
 
-// TestAdvTxNoReadTimeoutPaused: go-redis clients with no read timeout
+// TestLeaderConnNoReadTimeoutPaused: go-redis clients with no read timeout
 // (ReadTimeout -1), and one node SIGSTOPped while its leader holds a
 // connection: its request never returns while the node is stopped.
 // TryLock, Unlock and Close stay bounded; once the node resumes, the
 // leader ends, its Watch goroutine with it, its connection goes back to
 // the pool, and the lock is released there too.
-func TestAdvTxNoReadTimeoutPaused(t *testing.T) {
+func TestLeaderConnNoReadTimeoutPaused(t *testing.T) {
 	nodes := redistest.Nodes(t, 5)
-	clients := advClients(t, nodes, func(o *redis.Options) { o.ReadTimeout, o.WriteTimeout = -1, -1 })
-	c := advNew(t, clients)
+	clients := nodeClients(t, nodes, func(o *redis.Options) { o.ReadTimeout, o.WriteTimeout = -1, -1 })
+	c := newTestClient(t, clients)
 	ctx := context.Background()
-	require.Empty(t, advCycles(c, t.Name()+"-warm", 2, 10))
+	require.Empty(t, lockCycles(c, t.Name()+"-warm", 2, 10))
 	require.NoError(t, nodes[0].Pause())
 	resumed := false
 	defer func() {
@@ -813,32 +811,32 @@ func TestAdvTxNoReadTimeoutPaused(t *testing.T) {
 	start = time.Now()
 	_ = l.Unlock(ctx)
 	require.Less(t, time.Since(start), time.Second)
-	require.Empty(t, advCycles(c, t.Name()+"-more", 2, 5))
+	require.Empty(t, lockCycles(c, t.Name()+"-more", 2, 5))
 	start = time.Now()
 	require.NoError(t, c.Close())
 	require.Less(t, time.Since(start), 3*time.Second, "Close with a stalled request")
 	require.NoError(t, nodes[0].Resume())
 	resumed = true
-	advSettled(t, clients)
+	requireSettled(t, clients)
 }
 
-// TestAdvTxIdleLeadersGiveBack: five Clients on the same go-redis
-// clients, whose pools have minPoolForConn connections and a short pool
+// TestLeaderConnIdleLeadersGiveBack: five Clients on the same go-redis
+// clients, whose pools have node.MinPoolForConn connections and a short pool
 // timeout, take turns, with the default per-node timeout; then a direct
 // user of the go-redis clients. An idle leader gives its connection back
 // to the pool within about leaderConnCheck (20ms, under the 100ms pool
 // timeout), so every lock is granted and the
 // direct user gets a connection. When parked leaders kept theirs for all
-// of leaderLinger, four idle Clients held all four connections, and the
+// of node.LeaderLinger, four idle Clients held all four connections, and the
 // fifth Client's TryLock failed on every node (node timeout), as did the
 // direct Ping (pool timeout).
-func TestAdvTxIdleLeadersGiveBack(t *testing.T) {
+func TestLeaderConnIdleLeadersGiveBack(t *testing.T) {
 	nodes := redistest.Nodes(t, 3)
-	clients := advClients(t, nodes, func(o *redis.Options) {
-		o.PoolSize, o.PoolTimeout = minPoolForConn, 100*time.Millisecond
+	clients := nodeClients(t, nodes, func(o *redis.Options) {
+		o.PoolSize, o.PoolTimeout = node.MinPoolForConn, 100*time.Millisecond
 	})
 	ctx := context.Background()
-	lcs := make([]*Client, minPoolForConn+1)
+	lcs := make([]*Client, node.MinPoolForConn+1)
 	for i := range lcs {
 		c, err := New(clients) // the default node timeout: 200ms for a 10s TTL
 		require.NoError(t, err)
@@ -855,10 +853,10 @@ func TestAdvTxIdleLeadersGiveBack(t *testing.T) {
 			require.NoError(t, cl.Ping(ctx).Err(), "round %d: node %d: a direct user", round, i)
 		}
 	}
-	advEnd(t, clients, lcs, clients)
+	endLoad(t, clients, lcs, clients)
 }
 
-// TestAdvTxTakeDoesNotHoldRequests: taking a leader's connection runs on
+// TestLeaderConnTakeDoesNotHoldRequests: taking a leader's connection runs on
 // a goroutine of its own, and no request waits for it. Here every take
 // is held before its Watch until the end: the lock cycles meanwhile must
 // all succeed (through the pool), and none may start a second take for
@@ -868,7 +866,7 @@ func TestAdvTxIdleLeadersGiveBack(t *testing.T) {
 // opens, the takes complete, the leaders use their connections, and
 // after Close nothing is left: no Watch goroutine, no connection out of
 // the pool.
-func TestAdvTxTakeDoesNotHoldRequests(t *testing.T) {
+func TestLeaderConnTakeDoesNotHoldRequests(t *testing.T) {
 	nodes := redistest.Nodes(t, 3)
 	gate := make(chan struct{})
 	var takes atomic.Int32
@@ -876,17 +874,17 @@ func TestAdvTxTakeDoesNotHoldRequests(t *testing.T) {
 		takes.Add(1)
 		<-gate
 	}
-	testHookTake.Store(&hook)
+	node.SetTakeHook(hook)
 	var opened sync.Once
 	open := func() { opened.Do(func() { close(gate) }) }
 	t.Cleanup(func() {
 		open()
-		testHookTake.Store(nil)
+		node.SetTakeHook(nil)
 	})
-	clients := advClients(t, nodes, nil)
-	c := advNew(t, clients)
+	clients := nodeClients(t, nodes, nil)
+	c := newTestClient(t, clients)
 
-	if errs := advCycles(c, "gated", 4, 25); len(errs) > 0 {
+	if errs := lockCycles(c, "gated", 4, 25); len(errs) > 0 {
 		t.Fatalf("while every take is held: %d of 100 lock cycles failed; the first: %v", len(errs), errs[0])
 	}
 	require.Positive(t, takes.Load(), "no take was started: the test proves nothing")
@@ -894,9 +892,98 @@ func TestAdvTxTakeDoesNotHoldRequests(t *testing.T) {
 		"takes started while one was pending for the same leader")
 
 	open()
-	if errs := advCycles(c, "open", 4, 25); len(errs) > 0 {
+	if errs := lockCycles(c, "open", 4, 25); len(errs) > 0 {
 		t.Fatalf("after the takes completed: %d of 100 lock cycles failed; the first: %v", len(errs), errs[0])
 	}
 	require.NoError(t, c.Close())
-	advSettled(t, clients)
+	requireSettled(t, clients)
+}
+
+// TestLeaderConnMaxActiveEqualsPool: ownConnFits now admits MaxActiveConns
+// == PoolSize. The leaders hold connections of a pool whose hard cap is
+// its size: the client's direct users must never get ErrPoolExhausted
+// (an immediate error, where an ordinary pool would make them wait),
+// also while a node restarts and connections are redialed.
+func TestLeaderConnMaxActiveEqualsPool(t *testing.T) {
+	nodes := redistest.Nodes(t, 3)
+	clients := nodeClients(t, nodes, func(o *redis.Options) {
+		o.PoolSize, o.MaxActiveConns, o.PoolTimeout = 4, 4, 3*time.Second
+	})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var cycErrs atomic.Int64
+	for i := range 4 {
+		c := newTestClient(t, clients)
+		for w := range 2 {
+			keepBusy(c, fmt.Sprintf("%s-%d-%d", t.Name(), i, w), stop, &cycErrs, &wg)
+		}
+	}
+	var exhausted, other atomic.Int64
+	var firstOther atomic.Pointer[error]
+	for u := range 3 {
+		wg.Go(func() {
+			ctx := context.Background()
+			for j := 0; ; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				err := clients[j%len(clients)].Set(ctx, fmt.Sprintf("%s-user-%d", t.Name(), u), j, time.Second).Err()
+				switch {
+				case errors.Is(err, redis.ErrPoolExhausted):
+					exhausted.Add(1)
+				case err != nil:
+					other.Add(1)
+					firstOther.CompareAndSwap(nil, &err)
+				}
+				time.Sleep(500 * time.Microsecond)
+			}
+		})
+	}
+	time.Sleep(800 * time.Millisecond)
+	require.NoError(t, nodes[0].Kill())
+	time.Sleep(200 * time.Millisecond)
+	require.NoError(t, nodes[0].Restart())
+	time.Sleep(1200 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	var fo error
+	if p := firstOther.Load(); p != nil {
+		fo = *p
+	}
+	t.Logf("direct users: %d ErrPoolExhausted, %d other errors (first %v; expected around the restart); %d cycles failed", exhausted.Load(), other.Load(), fo, cycErrs.Load())
+	if exhausted.Load() > 0 {
+		t.Errorf("direct users of a MaxActiveConns==PoolSize client got ErrPoolExhausted %d times", exhausted.Load())
+	}
+}
+
+// TestLeaderConnTakesAgainAfterRestart: a Client kept busy through a
+// node's kill and restart: its leaders of that node take a connection
+// again afterwards (a take that failed while the node was down must not
+// leave the busy leader off for good).
+func TestLeaderConnTakesAgainAfterRestart(t *testing.T) {
+	nodes := redistest.Nodes(t, 3)
+	clients := nodeClients(t, nodes, func(o *redis.Options) { o.PoolSize = 8 })
+	s0 := node.ConnSlotsOf(clients[0].(*redis.Client))
+	c := newTestClient(t, clients)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var errs atomic.Int64
+	for w := range 6 {
+		keepBusy(c, fmt.Sprintf("%s-%d", t.Name(), w), stop, &errs, &wg)
+	}
+	defer func() { close(stop); wg.Wait() }()
+	eventually(t, 5*time.Second, func() bool { return s0.Held() > 0 }, "no leader of node 0 took a connection")
+	require.NoError(t, nodes[0].Kill())
+	time.Sleep(400 * time.Millisecond)
+	require.NoError(t, nodes[0].Restart())
+	time.Sleep(300 * time.Millisecond)
+	var took bool
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && !took; time.Sleep(time.Millisecond) {
+		took = s0.Held() > 0
+	}
+	if !took {
+		t.Errorf("node 0's busy leader never took a connection again within 5s of the restart")
+	}
 }
