@@ -42,6 +42,26 @@ func TestValidity(t *testing.T) {
 	}
 }
 
+// TestDeadline: a lease's deadline is its start plus its validity with
+// nothing elapsed, start + ttl - drift.
+func TestDeadline(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		ttl    time.Duration
+		factor float64
+		want   time.Duration // after start
+	}{
+		{10 * time.Second, 0.01, 10*time.Second - 102*time.Millisecond},
+		{time.Second, 0, time.Second - 2*time.Millisecond},
+		{2 * time.Millisecond, 0, 0},
+		{time.Millisecond, 0.01, -1*time.Millisecond - 10*time.Microsecond},
+	} {
+		if got := deadline(start, tc.ttl, tc.factor).Sub(start); got != tc.want {
+			t.Errorf("deadline(start, %v, %v): want start%+v, got start%+v", tc.ttl, tc.factor, tc.want, got)
+		}
+	}
+}
+
 func TestCheckTTL(t *testing.T) {
 	for _, tc := range []struct {
 		ttl    time.Duration
@@ -51,7 +71,7 @@ func TestCheckTTL(t *testing.T) {
 		{0, 0.01, false},
 		{-time.Second, 0.01, false},
 		{2 * time.Millisecond, 0.01, false}, // all drift
-		{3 * time.Millisecond, 0.01, false}, // 0.97ms left < MinValidity
+		{3 * time.Millisecond, 0.01, false}, // 0.97ms left < minValidity
 		{4 * time.Millisecond, 0.01, true},  // 1.96ms left
 		{time.Second, 0.49, true},           // 498ms left
 		{5 * time.Millisecond, 0.49, false}, // 5 - 2.45 - 2 = 0.55ms left
@@ -72,8 +92,8 @@ func TestDefaultNodeTimeout(t *testing.T) {
 		{10 * time.Second, 200 * time.Millisecond},
 		{time.Hour, 200 * time.Millisecond},
 	} {
-		if got := defaultNodeTimeout(tc.ttl); got != tc.want {
-			t.Errorf("defaultNodeTimeout(%v): want %v, got %v", tc.ttl, tc.want, got)
+		if got := DefaultNodeTimeout(tc.ttl); got != tc.want {
+			t.Errorf("DefaultNodeTimeout(%v): want %v, got %v", tc.ttl, tc.want, got)
 		}
 	}
 }

@@ -64,6 +64,27 @@ var (
 	ErrClosed = fmt.Errorf("%w: client closed", ErrInvalid)
 )
 
+// Sentinel errors of held locks: how a lock ends.
+var (
+	// ErrLockLost is what Lock.Err and Do return once a held lock could no
+	// longer be proven held: its validity ran out before an extension
+	// reached a quorum, or an extension found the key gone or taken on
+	// too many nodes. It matches ErrNotHeld.
+	ErrLockLost error = &causeError{msg: "redlock: lock lost", errs: []error{ErrNotHeld}}
+
+	// ErrReleased is what Lock.Err returns after Unlock; Extend's error
+	// after Unlock matches it too.
+	ErrReleased = errors.New("redlock: released")
+
+	// ErrHoldLimit is joined to ErrLockLost when auto-extension stopped
+	// because WithMaxExtensions or WithMaxHold was reached.
+	ErrHoldLimit = errors.New("redlock: hold limit reached")
+
+	// ErrAlreadyExtending is returned by AutoExtend on a lock that is
+	// already auto-extended: an earlier AutoExtend's ctx is not done yet.
+	ErrAlreadyExtending = errors.New("redlock: auto-extension already running")
+)
+
 // causeError is an error with one message that matches several errors:
 // its cause is said once, at the front ("redlock: duplicate node: ..."),
 // rather than stacked ("redlock: invalid argument: redlock: duplicate

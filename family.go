@@ -46,8 +46,6 @@ const (
 	// reservedPrefix begins the library's own values, which no token may
 	// begin with (WithToken).
 	reservedPrefix = wire.ReservedPrefix
-	// readersSuffix names a read lock's readers key: key + readersSuffix.
-	readersSuffix = ":readers"
 )
 
 // kindOf returns the wire kind of a lock of family f (nil: a key lock).
@@ -70,25 +68,6 @@ type family struct {
 	need  int      // the quorum; 0: the client's
 }
 
-// ReadersKey returns the key of the sorted set in which a read lock on
-// key records its readers on each node: key + ":readers". While readers
-// hold key, key itself holds the value "redlock:readers". Under
-// WithKeyPrefix(p) the readers of key are at ReadersKey(p + key).
-func ReadersKey(key string) string { return key + readersSuffix }
-
-// PathKey returns the key on each node that holds a folder lock on path
-// (the path normalized, its first component as the hash tag): "a/b/c" is
-// held at "{a}/b/c". Intention records of the locks below a folder are at
-// PathKey(path) + "/". It returns "" for a path that TryLockPath refuses.
-func PathKey(path string) string {
-	comps, err := splitPath(path)
-	if err != nil {
-		return ""
-	}
-	holders, _ := pathKeys(comps)
-	return holders[len(holders)-1]
-}
-
 // splitPath normalizes path (one leading and one trailing "/" dropped)
 // and returns its components.
 func splitPath(path string) ([]string, error) {
@@ -106,27 +85,6 @@ func splitPath(path string) ([]string, error) {
 		}
 	}
 	return comps, nil
-}
-
-// pathKeys returns the holder keys of comps' folders, outermost first,
-// and their below keys. Every key begins with "{" + comps[0] + "}", so
-// that on a Redis Cluster node one tree lives in one hash slot.
-func pathKeys(comps []string) (holders, belows []string) {
-	holders = make([]string, len(comps))
-	belows = make([]string, len(comps))
-	var b strings.Builder
-	b.WriteString("{")
-	b.WriteString(comps[0])
-	b.WriteString("}")
-	for i, c := range comps {
-		if i > 0 {
-			b.WriteString("/")
-			b.WriteString(c)
-		}
-		holders[i] = b.String()
-		belows[i] = holders[i] + "/"
-	}
-	return holders, belows
 }
 
 // newFamily validates what every family call needs and returns the

@@ -60,12 +60,6 @@ import (
 // does not close that window. A Redis Cluster node needs each key in a
 // hash tag ({...}), because a key and its counter must share a slot.
 
-// FenceKey returns the key of the per-node fencing counter of key:
-// key + ":fence". The counter never expires and never decreases; do not
-// write it, and do not use a lock key that ends with ":fence". Under
-// WithKeyPrefix(p) the counter of a lock on key is FenceKey(p + key).
-func FenceKey(key string) string { return key + ":fence" }
-
 // Fence returns the lock's fencing token, or 0 when the lock was acquired
 // without WithFencing (and for a nil *Lock). For successive holders of a
 // key, tokens strictly increase while no node loses its data; for a lock
@@ -77,16 +71,6 @@ func (l *Lock) Fence() int64 {
 		return 0
 	}
 	return l.fence
-}
-
-// fenceKeys returns keys followed by their fence counters.
-func fenceKeys(keys []string) []string {
-	out := make([]string, 0, 2*len(keys))
-	out = append(out, keys...)
-	for _, k := range keys {
-		out = append(out, FenceKey(k))
-	}
-	return out
 }
 
 // quorumFence returns the largest counter among the granting nodes and

@@ -282,7 +282,7 @@ func (l *Lock) startExtendLocked(now time.Time, ttl time.Duration) (left time.Du
 	if f := time.Duration(l.floor.Load()); f > 0 {
 		eff = min(eff, f)
 	}
-	if pre := now.Add(eff - drift(eff, l.cfg.driftFactor)); pre.Before(l.deadline) {
+	if pre := deadline(now, eff, l.cfg.driftFactor); pre.Before(l.deadline) {
 		l.deadline = pre
 		l.armLocked()
 	}
@@ -308,7 +308,7 @@ func (l *Lock) endExtend(out outcome, ttl time.Duration) error {
 	if f := time.Duration(l.floor.Load()); f > 0 {
 		eff = min(eff, f)
 	}
-	deadline := out.start.Add(eff - drift(eff, l.cfg.driftFactor))
+	dl := deadline(out.start, eff, l.cfg.driftFactor)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
@@ -320,11 +320,11 @@ func (l *Lock) endExtend(out outcome, ttl time.Duration) error {
 		}
 		return out.err
 	case out.won:
-		l.deadline, l.ttl = deadline, ttl
+		l.deadline, l.ttl = dl, ttl
 		l.extended++
-	case deadline.Before(l.deadline):
+	case dl.Before(l.deadline):
 		// Nodes that did extend may now expire earlier than before.
-		l.deadline = deadline
+		l.deadline = dl
 	}
 	if out.won {
 		l.armLocked() // the deadline may have moved, even earlier
@@ -344,7 +344,7 @@ func (l *Lock) endExtend(out outcome, ttl time.Duration) error {
 //
 // Unlock is a clean-up and is not cut short by ctx's cancellation: it
 // waits for the nodes at most the longer of the per-node timeout and
-// ReleaseTimeout (250ms) instead. It returns as soon as a quorum has
+// 250ms instead. It returns as soon as a quorum has
 // released: the other nodes' releases go on in the background, so that a
 // slow or stopped node does not slow every Unlock down. A release that
 // fails (a stopped or unreachable node, an error) is retried in the

@@ -42,16 +42,6 @@ import (
 // Releases of a lost attempt's partial grants are not published, so that
 // split votes do not wake every waiter into another split.
 
-// releasePrefix is the prefix of the release channels.
-const releasePrefix = "redlock:release:"
-
-// ReleaseChannel returns the pub/sub channel on which Unlock announces the
-// release of key on each node: "redlock:release:" + key. The message is
-// empty, or "r" when the last reader of a read lock on key left. Waiting Lock calls subscribe to it (see WithHandoff); other
-// programs may too. With WithKeyPrefix(p) the channel is
-// p + ReleaseChannel(key).
-func ReleaseChannel(key string) string { return releasePrefix + key }
-
 // hub multiplexes the release subscriptions of one Client among its
 // waiting Lock calls. The zero value is ready to use.
 type hub struct {

@@ -195,11 +195,11 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 	wait := rd.timeout
 	if op == opRelease {
 		// A release does not spend validity: it waits at least
-		// ReleaseTimeout for its quorum. It does not wait for the other
+		// releaseTimeout for its quorum. It does not wait for the other
 		// nodes: every node more costs the slowest node's time (measured:
 		// +200µs p50 uncontended, 3x with one node 20ms slower). A
 		// process about to exit calls Close, which waits for them.
-		wait = max(wait, ReleaseTimeout)
+		wait = max(wait, releaseTimeout)
 		c.flights.add(n)
 	}
 	if c.first.CompareAndSwap(false, true) {
@@ -207,10 +207,10 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 		// so that a server given twice is reported (ErrDuplicateNode)
 		// before anything is won; later a duplicate is still refused on
 		// its first contact, and never votes twice. A first contact
-		// dials (TCP, TLS, AUTH) and so gets FirstContactTimeout if that
+		// dials (TCP, TLS, AUTH) and so gets firstContactTimeout if that
 		// is longer than the per-node timeout.
 		rd.settled = make(chan struct{})
-		wait = max(wait, FirstContactTimeout)
+		wait = max(wait, firstContactTimeout)
 	}
 	// The round waits for the nodes for the per-node timeout (the timer
 	// below), not for the slowest. Their requests are not cut short at
@@ -574,7 +574,7 @@ func (rd *round) releaseAll(nodes []*node.Node, uncertain []bool) {
 }
 
 // release is the clean-up release of this acquire round's token on nd.
-// Its request gets at least ReleaseTimeout: it spends no validity, and a
+// Its request gets at least releaseTimeout: it spends no validity, and a
 // release cut at a per-node timeout of a few milliseconds on a loaded
 // machine would leave the key for its whole TTL. When it fails all the
 // same, it is retried in the background (cleanup.go).
@@ -585,7 +585,7 @@ func (rd *round) releaseAll(nodes []*node.Node, uncertain []bool) {
 // connection. Then a release that found nothing is checked once more,
 // node.RetryRecheck later.
 func (rd *round) release(nd *node.Node, uncertain bool) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(rd.parent), max(rd.timeout, ReleaseTimeout))
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(rd.parent), max(rd.timeout, releaseTimeout))
 	defer cancel()
 	// A clean-up, not an Unlock: no announcement, so that the releases of
 	// split votes do not wake every waiter into another split.

@@ -4,8 +4,8 @@
 // A lock attempt sends SET-if-absent to every node at once and is won when
 // a majority (N/2+1) granted it and time is left: validity = ttl - elapsed
 // - drift, with drift = ttl*factor + 2ms (WithDriftFactor, default
-// DefaultDriftFactor = 0.01) and elapsed measured on the
-// monotonic clock from before the first request. A lost attempt releases
+// factor 0.01) and elapsed measured on the monotonic clock from before
+// the first request. A lost attempt releases
 // every node that may hold its token. MultiLock is the variant that needs
 // every node.
 //
@@ -94,7 +94,7 @@ func newClient(clients []redis.UniversalClient, need int, opts []Option, owned b
 		Identified:   c.identified,
 		DroppedRetry: c.logDroppedRetry,
 		Jitter:       jitter,
-		FinalWait:    ReleaseTimeout,
+		FinalWait:    releaseTimeout,
 	}
 	nodes, err := newNodes(clients, h)
 	if err != nil {
@@ -121,7 +121,7 @@ func newClient(clients []redis.UniversalClient, need int, opts []Option, owned b
 		}
 	}
 	c.nodes, c.need, c.cfg = nodes, need, cfg
-	h.RetryTimeout = max(cfg.nodeTimeout, ReleaseTimeout)
+	h.RetryTimeout = max(cfg.nodeTimeout, releaseTimeout)
 	if owned {
 		c.owned = clients
 	}
@@ -180,7 +180,7 @@ func (c *Client) callConfig(opts []Option) (*config, error) {
 // see WithNodeTimeout) or when ctx is done, whichever is first.
 //
 // Errors: ErrInvalid for a nil ctx, an empty key, or a ttl that leaves
-// less than MinValidity after drift; for a failed attempt, an error
+// less than 1ms of validity after drift; for a failed attempt, an error
 // matching ErrNotObtained and its reason: ErrContended (other owners hold
 // the key), ErrUnreachable (nodes failed), ErrExpired (won too late), or
 // ctx.Err() (ctx done: errors.Is(err, context.Canceled) works). Every
@@ -288,8 +288,8 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 			return nil, err
 		}
 	}
-	deadline := out.start.Add(ttl - drift(ttl, cfg.driftFactor))
-	if !time.Now().Before(deadline) {
+	dl := deadline(out.start, ttl, cfg.driftFactor)
+	if !time.Now().Before(dl) {
 		// Won, but no validity is left now: the first round waited for
 		// the first contacts of slow nodes, or a fencing round ran.
 		_ = l.Unlock(context.WithoutCancel(ctx))
@@ -298,7 +298,7 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 	// Set once the lock is the caller's: the Unlock of a win undone above
 	// does not report the end of a lock (see firstUnlockLocked).
 	l.acquired = out.start
-	l.deadline = deadline
+	l.deadline = dl
 	return l, nil
 }
 
@@ -317,7 +317,7 @@ func (c *Client) check(ctx context.Context, ttl time.Duration, cfg *config) erro
 		return invalidf("ttl must be positive, got %v", ttl)
 	}
 	if !checkTTL(ttl, cfg.driftFactor) {
-		return invalidf("ttl %v leaves no validity after drift %v (need at least %v)", ttl, drift(max(ttl, 0), cfg.driftFactor), MinValidity)
+		return invalidf("ttl %v leaves no validity after drift %v (need at least %v)", ttl, drift(max(ttl, 0), cfg.driftFactor), minValidity)
 	}
 	if p := c.dupErr.Load(); p != nil {
 		return *p
@@ -369,16 +369,16 @@ func (c *Client) isClosed() bool {
 }
 
 // closeWait bounds Close's wait for the retry loops' last attempts.
-const closeWait = 2 * ReleaseTimeout
+const closeWait = 2 * releaseTimeout
 
 // Close ends the client's background work and waits for it, so that a
 // process may exit right after it: the releases still in flight (see
-// Unlock) get up to ReleaseTimeout to be answered, then the releases
-// still being retried get one last attempt each, bounded by
-// ReleaseTimeout per node, and are dropped; their keys expire with their
-// TTL. Close returns within about 3*ReleaseTimeout (750ms) in all, even
-// when a stalled node holds a request of a go-redis client that has no
-// read timeout (that request's goroutine then ends with it). Locks already held can still be extended and unlocked, but a
+// Unlock) get up to 250ms to be answered, then the releases still being
+// retried get one last attempt each, bounded by 250ms per node, and are
+// dropped; their keys expire with their TTL. Close returns within about
+// 750ms in all, even when a stalled node holds a request of a go-redis
+// client that has no read timeout (that request's goroutine then ends
+// with it). Locks already held can still be extended and unlocked, but a
 // release that fails after Close is not retried, and new acquisitions
 // return an error matching ErrClosed (and ErrInvalid). It closes the
 // go-redis clients of a Client made by Dial, last, and not those given
@@ -388,7 +388,7 @@ func (c *Client) Close() error {
 	if c == nil || c.closed == nil {
 		return nil
 	}
-	c.flights.wait(ReleaseTimeout)
+	c.flights.wait(releaseTimeout)
 	c.goMu.Lock()
 	c.closeOnce.Do(func() { close(c.closed) })
 	c.goMu.Unlock()
@@ -396,7 +396,7 @@ func (c *Client) Close() error {
 	// started before this Wait. Bounded: a node whose go-redis client
 	// has no read timeout and does not honour context deadlines can hold
 	// a request forever; the retry loops' last attempts are bounded by
-	// ReleaseTimeout each.
+	// releaseTimeout each.
 	node.WaitTimeout(func() { _ = c.g.Wait() }, closeWait) // its goroutines return nil: failures are outcomes
 	c.ownedOnce.Do(func() { closeClients(c.owned) })
 	return nil
