@@ -13,7 +13,7 @@ import (
 // Every node keeps, beside each lock key k, a counter FenceKey(k) that
 // never expires and never decreases. A fenced acquisition runs:
 //
-//  1. The acquire round (acquire_fenced.lua). On a node that grants, the
+//  1. The acquire round (key/acquire_fenced.lua, under internal/wire/scripts). On a node that grants, the
 //     script sets k to our token and, in the same atomic step, every
 //     counter of the lock's keys to c = 1 + the largest of them, and
 //     returns c. The round is won, as any round, on the first N/2+1
@@ -21,7 +21,7 @@ import (
 //  2. When every node of Q returned f, the counters already equal f on a
 //     majority, each raised while our token held the key: done, no second
 //     round (the usual case: all nodes see every acquisition, so their
-//     counters move in lock-step). Otherwise a raise round (fence.lua)
+//     counters move in lock-step). Otherwise a raise round (fence/raise.lua)
 //     sets every counter to max(counter, f) on each node where our token
 //     still holds every key, and must itself reach N/2+1 nodes within the
 //     lock's validity, else the acquisition fails (ErrNotObtained) and is

@@ -30,7 +30,7 @@ type Lock struct {
 	// could reach the nodes in either order while the deadline would be
 	// set by whichever returned last: Validity could then promise a long
 	// TTL that a later, shorter one had replaced on every node. One
-	// round at a time, and a node's requests run in order (pipe.go), so
+	// round at a time, and a node's requests run in order (internal/node), so
 	// the last won round is what its quorum holds.
 	extMu sync.Mutex
 	// extWait, when set, is closed by the next unlockExt: an Extend of
@@ -56,7 +56,7 @@ type Lock struct {
 	extended int       // successful Extends
 	// maxTTL is the longest TTL any request of this lock sent (acquire,
 	// or Extend, won or not): how long a node may keep the key, which
-	// bounds the background retries of its release (cleanup.go).
+	// bounds the background retries of its release (internal/node/retry.go).
 	maxTTL time.Duration
 }
 

@@ -255,7 +255,7 @@ func WithFencing() Option {
 // The guard reads INFO server once per node and again whenever the
 // go-redis client has opened a new connection to it, which every restart
 // forces; it installs a dial-counting hook on each client for that (see
-// guard.go for why this cannot miss a restart). It therefore needs
+// internal/node/guard.go for why this cannot miss a restart). It therefore needs
 // *redis.Client nodes, used directly rather than through a clone made by
 // WithTimeout (a clone dials through its parent's hooks, so the guard
 // would never see a restart; New checks this with a dial that is stopped

@@ -56,7 +56,7 @@ type waiter struct {
 	keys []string
 	wake chan struct{} // buffered: wake-ups coalesce
 	// reader: an RLock, which readers' releases do not wake (message
-	// "r", read_release.lua): it waits for a writer's release, or for
+	// "r", read/release.lua): it waits for a writer's release, or for
 	// a waiting writer's mark to end (see Client.RLock).
 	reader bool
 }

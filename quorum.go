@@ -107,7 +107,7 @@ type round struct {
 	fence    int64   // fenced acquire: the largest counter of the winning quorum
 	fsync    bool    // fenced acquire: every node of the winning quorum had that counter
 	done     chan struct{}
-	tick     *tick         // an extension batch's (batch.go), told of the decision; nil otherwise
+	tick     *tick         // an extension batch's (extend_batch.go), told of the decision; nil otherwise
 	settled  chan struct{} // closed by the last report; nil when nobody waits for it
 	// late marks the nodes of a won acquire whose grant (or failure,
 	// which may have landed) was reported after the decision. Were the
@@ -293,7 +293,7 @@ var errNotSentDecided = errors.New("redlock: not sent: the round was decided whi
 
 // newRound returns a round of req with every node pending, started now.
 // Its requests are sent by the caller: runReq, or an extension batch
-// (batch.go).
+// (extend_batch.go).
 func (c *Client) newRound(ctx context.Context, req *request, cfg *config) *round {
 	rd := &round{done: make(chan struct{})}
 	c.initRound(rd, ctx, req, cfg, make([]NodeResult, len(c.nodes)), time.Now())
@@ -301,7 +301,8 @@ func (c *Client) newRound(ctx context.Context, req *request, cfg *config) *round
 }
 
 // initRound sets rd up as newRound does, with res (one per node) for its
-// results, started at start (before any of its requests is sent). An extension batch (batch.go) allocates its rounds and their
+// results, started at start (before any of its requests is sent). An
+// extension batch (extend_batch.go) allocates its rounds and their
 // results in slabs, and gives them no done channel: it asks decided.
 func (c *Client) initRound(rd *round, ctx context.Context, req *request, cfg *config, res []NodeResult, start time.Time) {
 	keys := req.keys
@@ -427,7 +428,7 @@ func (rd *round) Report(i int, r wire.Reply) {
 	if rd.decided {
 		// Our SET may have landed after the round was lost; or, where
 		// the request failed, after the lock it won was released (see
-		// unlocked). A release that fails is retried (cleanup.go).
+		// unlocked). A release that fails is retried (retryRelease).
 		grant := rd.op == opAcquire && !none && (st == NodeOK || st == NodeFailed)
 		late := grant && (!rd.won || (st == NodeFailed && rd.req.unlocked != nil && rd.req.unlocked.Load()))
 		if grant && rd.won {
@@ -559,7 +560,7 @@ func (rd *round) errorLocked(ctxErr error) *QuorumError {
 // waits, bounded by the per-node timeout, under a context the caller's
 // cancellation cannot cut short. A release that fails, or that is still
 // in flight when the wait ends and then fails, is retried in the
-// background (cleanup.go).
+// background (retryRelease).
 func (rd *round) releaseAll(nodes []*node.Node, uncertain []bool) {
 	var wg sync.WaitGroup
 	for k, nd := range nodes {
@@ -577,7 +578,7 @@ func (rd *round) releaseAll(nodes []*node.Node, uncertain []bool) {
 // Its request gets at least releaseTimeout: it spends no validity, and a
 // release cut at a per-node timeout of a few milliseconds on a loaded
 // machine would leave the key for its whole TTL. When it fails all the
-// same, it is retried in the background (cleanup.go).
+// same, it is retried in the background (retryRelease).
 //
 // uncertain says the acquire failed on nd (a timeout, a dropped
 // connection) rather than granting: it may still sit in the server's

@@ -101,7 +101,7 @@ func waitEnded(last, ctxErr error) error {
 }
 
 // writerMark is how long a Lock attempt that readers refused marks the
-// key (acquire.lua): new readers are refused until then, and each attempt
+// key (key/acquire.lua): new readers are refused until then, and each attempt
 // renews the mark. Three mean retry delays (at least 100ms) plus the
 // per-node timeout nodeTimeout: longer than the widest gap between
 // attempts (jitter's 1.5 delays, plus an attempt, which a silent node

@@ -23,7 +23,7 @@ var (
 	_ sender = (*redis.Tx)(nil)
 )
 
-// A node's pipe leader (pipe.go) sends on a go-redis connection of its
+// A node's pipe leader (pipeline.go) sends on a go-redis connection of its
 // own while the node is busy: taken from the node's pool at a request,
 // and given back once the leader has waited more than leaderConnIdle
 // for the next (checked every leaderConnCheck), or held it for
@@ -39,8 +39,7 @@ var (
 // write there (it switches its maintenance notifications off, in auto
 // mode, on a server that refuses them) under a lock of the client's or
 // of the Conn's own: a connection initialized through a Conn while the
-// pool initializes another is a data race (the race detector caught it
-// in TestStress). A Tx takes a copy of the options, under the client's
+// pool initializes another is a data race. A Tx takes a copy of the options, under the client's
 // lock, and writes only its copy. Watch hands the Tx to a callback and
 // ends it when the callback returns, so a short-lived goroutine holds
 // that callback open until the leader drops the connection (and then
@@ -98,9 +97,8 @@ const leaderConnIdle = time.Millisecond
 // checks whether it has been idle for leaderConnIdle; so an idle leader
 // gives its connection back within about leaderConnCheck. The check is
 // a timer firing that often while the connection is held, and its cost
-// shows: back-to-back TryLock+Unlock cycles measured about 11% more
-// client CPU with a 5ms check and about 4% with 20ms (4 interleaved
-// runs each, against no check).
+// shows on back-to-back TryLock+Unlock cycles: about 11% more client CPU
+// with a 5ms check, about 4% with 20ms.
 const leaderConnCheck = 20 * time.Millisecond
 
 // leaderConnAge is how long a leader keeps a connection before it gives

@@ -83,7 +83,7 @@ type pipe struct {
 // that has not answered for the round's per-node timeout, with a full
 // queue, fails the request at once (silentError): it could not answer
 // within that timeout any more. Extension batches of the scheduler
-// (batch.go) do not wait, which would hold every other lock's
+// (Batch) do not wait, which would hold every other lock's
 // extensions up: they queue past the bound, a few per tick and node.
 
 // LeaderLinger is how long an idle node's leader waits for the next
@@ -165,7 +165,7 @@ func (j Job) fail(nd *Node, err error) {
 // parks (see park) and starts over when woken.
 func (nd *Node) lead(j Job) {
 	p := &nd.pipe
-	var lc leaderConn // the leader's own connection (node.go)
+	var lc leaderConn // the leader's own connection (leaderconn.go)
 	defer lc.drop()
 	nd.runJob(&lc, j)
 	var idle parkTimer // park's
@@ -219,15 +219,15 @@ func (nd *Node) lead(j Job) {
 // once the leader has been parked for leaderConnIdle, which the timer
 // checks every leaderConnCheck: a parked leader that kept it for the
 // whole of LeaderLinger kept it from the pool's other users (with a few
-// Clients on one small go-redis pool, the parked leaders of some took
-// every connection, and another's requests waited past the node
-// timeout: TestAdvTxIdleLeadersGiveBack).
+// Clients on one small go-redis pool, the parked leaders of some would
+// take every connection, and another's requests wait past the node
+// timeout).
 //
 // One timer serves both (see parkTimer), re-armed only when it fires
 // or when a connection is taken: resetting it on every park would cost
 // more than the park, and so did a second timer in the select, checked
-// every 5ms (about 15% more p50 on back-to-back calls, 4 interleaved
-// runs; see leaderConnCheck for the check's own cost).
+// every 5ms (about 15% more p50 on back-to-back calls; see
+// leaderConnCheck for the check's own cost).
 func (nd *Node) park(p *pipe, idle *parkTimer, lc *leaderConn, last time.Time) bool {
 	t := idle.arm(lc.holds())
 	for {
