@@ -60,12 +60,13 @@ func kindOf(f *family) wire.Kind {
 // keys on the nodes, and what its rounds need.
 type family struct {
 	kind  lockKind
-	name  string   // what Key returns: the key, or the normalized path
-	shown []string // name, as the keys of errors and observer events
-	keys  []string // its keys on each node, before the key prefix
-	wake  []string // the keys whose release channels wake its waiters
-	limit int      // kindPermit: at most limit holders
-	need  int      // the quorum; 0: the client's
+	name  string         // what Key returns: the key, or the normalized path
+	shown []string       // name, as the keys of errors and observer events
+	keys  []string       // its keys on each node, before the key prefix
+	wake  []string       // the keys whose release channels wake its waiters
+	limit int            // kindPermit: at most limit holders
+	sem   wire.Semaphore // kindPermit: name and limit, as the wire carries them
+	need  int            // the quorum; 0: the client's
 }
 
 // splitPath normalizes path (one leading and one trailing "/" dropped)
@@ -141,7 +142,8 @@ func (c *Client) permitFamily(key string, limit int, opts []Option) (*family, *c
 	case limit < 1:
 		return nil, nil, invalidf("semaphore limit %d is not positive", limit)
 	}
-	f := &family{kind: kindPermit, name: key, keys: []string{key}, wake: []string{key}, limit: limit}
+	f := &family{kind: kindPermit, name: key, keys: []string{key}, wake: []string{key}, limit: limit,
+		sem: wire.Semaphore{Name: key, Limit: limit}}
 	if c != nil {
 		f.need = max(c.need, SemaphoreQuorum(len(c.nodes), limit))
 	}

@@ -58,17 +58,21 @@ type request struct {
 // lock's kind, and the release channel of an announced release.
 func (req *request) prepare(n int) {
 	w := &req.w
-	w.Keys = prefixKeys(req.prefix, req.keys)
-	if (w.Fenced || w.Op == opFence) && w.FKeys == nil {
-		w.FKeys = fenceKeys(w.Keys)
+	keys := prefixKeys(req.prefix, req.keys)
+	if w.Fenced || w.Op == opFence {
+		keys = fenceKeys(keys)
 	}
 	if f := req.fam; f != nil {
-		w.Kind, w.Limit, w.Name = wire.Kind(f.kind), f.limit, f.name
+		w.Kind = wire.Kind(f.kind)
+		if f.kind == kindPermit {
+			w.Sem = &f.sem
+		}
 	}
+	var ann wire.Announce
 	if w.Notify {
-		w.Channel, w.PrefixLen = req.prefix+releasePrefix, len(req.prefix)
+		ann = wire.Announce{Channel: req.prefix + releasePrefix, PrefixLen: len(req.prefix)}
 	}
-	w.Prepare(n)
+	w.Prepare(n, keys, ann)
 }
 
 // exec runs req on nd alone, outside the nodes' pipes (see

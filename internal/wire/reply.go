@@ -59,7 +59,7 @@ func Classify(r *Request, res any) Reply {
 		if r.Kind != KindPermit {
 			return Reply{St: StatusFailed, Err: ErrUnexpectedReply(res)}
 		}
-		return Reply{St: StatusFailed, Err: LimitMismatch(r.Name, r.Limit)}
+		return Reply{St: StatusFailed, Err: LimitMismatch(r.Sem.Name, r.Sem.Limit)}
 	}
 	return Reply{St: st, Fence: f}
 }

@@ -50,28 +50,39 @@ const (
 	LimitMember = ReservedPrefix + "limit="
 )
 
+// Semaphore is what a permit's requests carry of its semaphore.
+type Semaphore struct {
+	Name  string // for errors
+	Limit int
+}
+
+// Announce is the release channel of a release announced to waiters
+// (Request.Notify). With a key prefix, PrefixLen is its length: the
+// script drops the key's prefix after the channel's.
+type Announce struct {
+	Channel   string
+	PrefixLen int
+}
+
 // Request is what a round sends to every node, as built for the wire.
+// It is kept small, one size class of the allocator: a round allocates
+// one per call, and what only Prepare needs (the keys, the release
+// channel) is passed to it rather than kept.
 type Request struct {
 	Op     Op
-	Keys   []string // the keys on the wire: the key prefix applied
-	FKeys  []string // Keys followed by their fence counters: a fenced acquire, OpFence
 	Token  string
 	TTL    time.Duration
-	Fenced bool   // acquire: also raise the fence counters (key/acquire_fenced.lua)
-	Fence  int64  // OpFence: the fencing token to raise the counters to
-	Kind   Kind   // KindKey, or the family kind
-	Limit  int    // KindPermit: the semaphore's limit
-	Name   string // KindPermit: the semaphore's name, for errors
+	Fenced bool       // acquire: also raise the fence counters (key/acquire_fenced.lua)
+	Fence  int64      // OpFence: the fencing token to raise the counters to
+	Kind   Kind       // KindKey, or the family kind
+	Sem    *Semaphore // KindPermit
 	// Intent (a key lock's acquire by Lock, not TryLock): on a refusal,
 	// the acquire script marks the keys that readers hold for this long,
 	// so that new readers wait (key/acquire.lua, common/writer_mark.lua).
 	Intent time.Duration
-	// Notify: a release announced on its release channel, Channel, to
-	// waiters. With a key prefix, PrefixLen is its length: the script
-	// drops the key's prefix after the channel's.
-	Notify    bool
-	Channel   string
-	PrefixLen int
+	// Notify: a release announced to waiters on its release channel
+	// (see Announce).
+	Notify bool
 
 	// Set by Prepare. Setnx: an acquire of one key, unfenced, sent as SET
 	// NX PX; the acquire script runs only on refusal (see ScriptArgs).
@@ -95,7 +106,10 @@ func (r *Request) Args(i int) []any {
 
 // Prepare builds the request's command for n nodes: EVALSHA of its op's
 // script with its keys and arguments, or for an acquire of one key
-// without fencing, SET key token NX PX ttl.
+// without fencing, SET key token NX PX ttl. keys are the keys on the
+// wire (the key prefix applied), followed by their fence counters for a
+// fenced acquire and OpFence; ann is the release channel of a Notify
+// release.
 //
 // Why SET for an acquire: a script call costs the node about 8µs, a SET
 // 2µs (INFO commandstats), and on a machine where the nodes and the
@@ -105,8 +119,7 @@ func (r *Request) Args(i int) []any {
 // in one request: its grant is a nil reply, which go-redis handles as an
 // error (redis.Nil), some 20 allocations each, and the latency gain was
 // lost. A refusal runs the script instead (see ScriptArgs).
-func (r *Request) Prepare(n int) {
-	keys := r.Keys
+func (r *Request) Prepare(n int, keys []string, ann Announce) {
 	var ex [4]any // the arguments after the token
 	ne := 0
 	switch {
@@ -119,20 +132,20 @@ func (r *Request) Prepare(n int) {
 			case KindRead:
 				ex[1], ne = ReadMarker, 2
 			case KindPermit:
-				ex[1], ex[2], ne = r.Limit, LimitMember, 3
+				ex[1], ex[2], ne = r.Sem.Limit, LimitMember, 3
 			}
 		default:
 			if r.Kind == KindRead {
 				ex[0], ne = ReadMarker, 1
 			}
-			ne = r.announce(&ex, ne)
+			ne = r.announce(&ex, ne, ann)
 		}
 	case r.Op == OpAcquire:
 		r.Script = ScriptAcquire
 		ex[0], ne = PXMillis(r.TTL), 1
 		switch {
 		case r.Fenced:
-			r.Script, keys = ScriptAcquireFenced, r.FKeys
+			r.Script = ScriptAcquireFenced
 		case len(keys) == 1:
 			r.Setnx = true // the mark goes with the script (ScriptArgs)
 		}
@@ -143,14 +156,14 @@ func (r *Request) Prepare(n int) {
 		r.Script = ScriptExtend
 		ex[0], ne = PXMillis(r.TTL), 1
 	case r.Op == OpFence:
-		r.Script, keys = ScriptFence, r.FKeys
+		r.Script = ScriptFence
 		ex[0], ne = r.Fence, 1
 	default:
 		r.Script = ScriptRelease
 		if len(keys) == 1 {
 			r.Script = ScriptReleaseOne
 		}
-		ne = r.announce(&ex, ne)
+		ne = r.announce(&ex, ne, ann)
 	}
 	w := 4 + len(keys) + ne
 	if r.Setnx {
@@ -175,15 +188,15 @@ func (r *Request) Prepare(n int) {
 
 // announce appends to ex[:ne] the release channel arguments of a release
 // that is announced to waiters, and returns the new count.
-func (r *Request) announce(ex *[4]any, ne int) int {
+func (r *Request) announce(ex *[4]any, ne int, ann Announce) int {
 	switch {
 	case !r.Notify:
 		return ne
-	case r.PrefixLen == 0:
-		ex[ne] = r.Channel
+	case ann.PrefixLen == 0:
+		ex[ne] = ann.Channel
 		return ne + 1
 	}
-	ex[ne], ex[ne+1] = r.Channel, r.PrefixLen
+	ex[ne], ex[ne+1] = ann.Channel, ann.PrefixLen
 	return ne + 2
 }
 
