@@ -20,7 +20,7 @@ help:
 
 # Make sure redis-server is available (installs it with apt-get if possible).
 redis:
-	bash scripts/ensure-redis.sh
+	bash .ci/ensure-redis.sh
 
 # Every module of the repository, each with its own go.mod (the root is
 # the library alone; see README "Modules"). bench/ is apart: `make bench`.

@@ -9,17 +9,17 @@ import (
 // function of its arguments so that it can be table-tested without Redis.
 
 const (
-	// DefaultDriftFactor is the share of the TTL allowed for the difference
+	// defaultDriftFactor is the share of the TTL allowed for the difference
 	// between the rate of our clock and the nodes' expiry timers.
-	DefaultDriftFactor = 0.01
+	defaultDriftFactor = 0.01
 
 	// driftFloor is the fixed part of the drift allowance (the Redlock
 	// spec's "+ 2 milliseconds" for the millisecond granularity of PX).
 	driftFloor = 2 * time.Millisecond
 
-	// MinValidity is the smallest validity a TTL must leave after drift.
+	// minValidity is the smallest validity a TTL must leave after drift.
 	// A TTL that cannot leave this much is rejected with ErrInvalid.
-	MinValidity = time.Millisecond
+	minValidity = time.Millisecond
 
 	// Bounds of the default per-node timeout, which is TTL/20 clamped to
 	// [minNodeTimeout, maxNodeTimeout].
@@ -40,14 +40,23 @@ func validity(ttl, elapsed time.Duration, factor float64) time.Duration {
 	return ttl - elapsed - drift(ttl, factor)
 }
 
-// checkTTL reports whether ttl can leave at least MinValidity after drift.
-func checkTTL(ttl time.Duration, factor float64) bool {
-	return ttl > 0 && validity(ttl, 0, factor) >= MinValidity
+// deadline returns when a lease of ttl whose first request was sent at
+// start stops being safe: start + ttl - drift, the instant its validity
+// reaches 0. It is the one place the deadline is computed.
+func deadline(start time.Time, ttl time.Duration, factor float64) time.Time {
+	return start.Add(validity(ttl, 0, factor))
 }
 
-// defaultNodeTimeout is the per-node timeout used when none is configured:
-// ttl/20 clamped to [5ms, 200ms]. A 10s TTL gets 200ms, a 1s TTL 50ms.
-func defaultNodeTimeout(ttl time.Duration) time.Duration {
+// checkTTL reports whether ttl can leave at least minValidity after drift.
+func checkTTL(ttl time.Duration, factor float64) bool {
+	return ttl > 0 && validity(ttl, 0, factor) >= minValidity
+}
+
+// DefaultNodeTimeout returns the per-node timeout of a lock of ttl when
+// none is set with WithNodeTimeout: ttl/20 clamped to [5ms, 200ms]. A
+// 10s TTL gets 200ms, a 1s TTL 50ms. Tools that report or budget a
+// lock's waits call it rather than repeat the formula.
+func DefaultNodeTimeout(ttl time.Duration) time.Duration {
 	d := ttl / 20
 	if d < minNodeTimeout {
 		d = minNodeTimeout
@@ -56,17 +65,6 @@ func defaultNodeTimeout(ttl time.Duration) time.Duration {
 		d = maxNodeTimeout
 	}
 	return d
-}
-
-// pxMillis converts a TTL to the whole milliseconds sent as PX, rounding
-// up: a key that lives slightly longer than our validity assumes is safe,
-// one that lives shorter is not.
-func pxMillis(ttl time.Duration) int64 {
-	ms := int64(ttl / time.Millisecond)
-	if ttl%time.Millisecond != 0 {
-		ms++
-	}
-	return ms
 }
 
 // quorum returns the number of votes needed among n nodes: n/2+1.

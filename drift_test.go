@@ -1,8 +1,6 @@
 package redlock
 
 import (
-	"context"
-	"math"
 	"testing"
 	"time"
 )
@@ -44,6 +42,26 @@ func TestValidity(t *testing.T) {
 	}
 }
 
+// TestDeadline: a lease's deadline is its start plus its validity with
+// nothing elapsed, start + ttl - drift.
+func TestDeadline(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		ttl    time.Duration
+		factor float64
+		want   time.Duration // after start
+	}{
+		{10 * time.Second, 0.01, 10*time.Second - 102*time.Millisecond},
+		{time.Second, 0, time.Second - 2*time.Millisecond},
+		{2 * time.Millisecond, 0, 0},
+		{time.Millisecond, 0.01, -1*time.Millisecond - 10*time.Microsecond},
+	} {
+		if got := deadline(start, tc.ttl, tc.factor).Sub(start); got != tc.want {
+			t.Errorf("deadline(start, %v, %v): want start%+v, got start%+v", tc.ttl, tc.factor, tc.want, got)
+		}
+	}
+}
+
 func TestCheckTTL(t *testing.T) {
 	for _, tc := range []struct {
 		ttl    time.Duration
@@ -53,7 +71,7 @@ func TestCheckTTL(t *testing.T) {
 		{0, 0.01, false},
 		{-time.Second, 0.01, false},
 		{2 * time.Millisecond, 0.01, false}, // all drift
-		{3 * time.Millisecond, 0.01, false}, // 0.97ms left < MinValidity
+		{3 * time.Millisecond, 0.01, false}, // 0.97ms left < minValidity
 		{4 * time.Millisecond, 0.01, true},  // 1.96ms left
 		{time.Second, 0.49, true},           // 498ms left
 		{5 * time.Millisecond, 0.49, false}, // 5 - 2.45 - 2 = 0.55ms left
@@ -74,105 +92,15 @@ func TestDefaultNodeTimeout(t *testing.T) {
 		{10 * time.Second, 200 * time.Millisecond},
 		{time.Hour, 200 * time.Millisecond},
 	} {
-		if got := defaultNodeTimeout(tc.ttl); got != tc.want {
-			t.Errorf("defaultNodeTimeout(%v): want %v, got %v", tc.ttl, tc.want, got)
+		if got := DefaultNodeTimeout(tc.ttl); got != tc.want {
+			t.Errorf("DefaultNodeTimeout(%v): want %v, got %v", tc.ttl, tc.want, got)
 		}
 	}
 }
-
-func TestPXMillis(t *testing.T) {
-	for _, tc := range []struct {
-		ttl  time.Duration
-		want int64
-	}{
-		{time.Second, 1000},
-		{1500 * time.Microsecond, 2}, // rounded up: a longer key is safe
-		{time.Millisecond + 1, 2},
-		{time.Nanosecond, 1},
-	} {
-		if got := pxMillis(tc.ttl); got != tc.want {
-			t.Errorf("pxMillis(%v): want %d, got %d", tc.ttl, tc.want, got)
-		}
-	}
-}
-
 func TestQuorum(t *testing.T) {
 	for n, want := range map[int]int{1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 4} {
 		if got := quorum(n); got != want {
 			t.Errorf("quorum(%d): want %d, got %d", n, want, got)
 		}
-	}
-}
-
-func TestJitter(t *testing.T) {
-	d := 40 * time.Millisecond
-	for range 1000 {
-		if j := jitter(d); j < d/2 || j >= 3*d/2 {
-			t.Fatalf("jitter(%v) = %v, want within [%v, %v)", d, j, d/2, 3*d/2)
-		}
-	}
-}
-
-// TestJitterSaturates: delays near the largest Duration (a writer that
-// counts on the hand-off alone) never wrap around to a negative delay,
-// which would fire at once.
-func TestJitterSaturates(t *testing.T) {
-	for _, d := range []time.Duration{math.MaxInt64, math.MaxInt64 / 3 * 2, math.MaxInt64/2 + 1, 200 * 365 * 24 * time.Hour} {
-		for range 1000 {
-			if j := jitter(d); j < d/2 {
-				t.Fatalf("jitter(%v) = %v, want at least %v", d, j, d/2)
-			}
-		}
-	}
-}
-
-// TestWriterMarkLength: three retry delays, at least minWriterMark, plus
-// the per-node timeout, saturating for huge delays; and no longer than until the ctx's
-// deadline (at least minWriterMark), with no mark staying none.
-func TestWriterMarkLength(t *testing.T) {
-	for _, tc := range []struct{ delay, want time.Duration }{
-		{time.Millisecond, minWriterMark},
-		{50 * time.Millisecond, 150 * time.Millisecond},
-		{time.Hour, 3 * time.Hour},
-		{math.MaxInt64 / 3, math.MaxInt64 / 3 * 3},
-		{math.MaxInt64/3 + 1, math.MaxInt64},
-		{math.MaxInt64 / 2, math.MaxInt64},
-		{90 * 365 * 24 * time.Hour, 270 * 365 * 24 * time.Hour},
-		{100 * 365 * 24 * time.Hour, math.MaxInt64},
-		{200 * 365 * 24 * time.Hour, math.MaxInt64},
-		{math.MaxInt64, math.MaxInt64},
-	} {
-		if got := writerMark(tc.delay, 0); got != tc.want {
-			t.Errorf("writerMark(%v) = %v, want %v", tc.delay, got, tc.want)
-		}
-	}
-	if got := writerMark(50*time.Millisecond, 200*time.Millisecond); got != 350*time.Millisecond {
-		t.Errorf("writerMark(50ms, node timeout 200ms) = %v, want 350ms", got)
-	}
-	if got := writerMark(math.MaxInt64/4, math.MaxInt64/2); got != math.MaxInt64 {
-		t.Errorf("writerMark(MaxInt64/4, node timeout MaxInt64/2) = %v, want MaxInt64", got)
-	}
-	bg := context.Background()
-	if got := markFor(bg, time.Hour); got != time.Hour {
-		t.Errorf("markFor(no deadline, 1h) = %v, want 1h", got)
-	}
-	if got := markFor(bg, 0); got != 0 {
-		t.Errorf("markFor(no deadline, 0) = %v, want 0", got)
-	}
-	ctx, cancel := context.WithTimeout(bg, 10*time.Second)
-	defer cancel()
-	if got := markFor(ctx, time.Hour); got > 10*time.Second || got < 5*time.Second {
-		t.Errorf("markFor(10s deadline, 1h) = %v, want about 10s", got)
-	}
-	if got := markFor(ctx, 200*time.Millisecond); got != 200*time.Millisecond {
-		t.Errorf("markFor(10s deadline, 200ms) = %v, want 200ms", got)
-	}
-	if got := markFor(ctx, 0); got != 0 {
-		t.Errorf("markFor(10s deadline, 0) = %v, want 0", got)
-	}
-	short, cancel2 := context.WithTimeout(bg, time.Millisecond)
-	defer cancel2()
-	if got := markFor(short, time.Hour); got != minWriterMark {
-		t.Errorf("markFor(1ms deadline, 1h) = %v, want %v", got, minWriterMark)
 	}
 }

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/seed543a70bd/redlock/internal/node"
+	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
 // Sentinel errors. Match them with errors.Is: the errors returned by this
@@ -35,12 +38,12 @@ var (
 
 	// ErrNodeTimeout is the error of a node that did not answer within the
 	// per-node timeout (see WithNodeTimeout).
-	ErrNodeTimeout = errors.New("redlock: node timeout")
+	ErrNodeTimeout = node.ErrNodeTimeout
 
 	// ErrInvalid is matched by every error about bad input: no nodes, nil
 	// or duplicate nodes, empty keys, bad TTLs or options, a nil context,
 	// a nil *Lock.
-	ErrInvalid = errors.New("redlock: invalid argument")
+	ErrInvalid = wire.ErrInvalid
 
 	// ErrDuplicateNode means two of the nodes given to New are the same
 	// Redis server, which would vote twice. It also matches ErrInvalid.
@@ -54,11 +57,32 @@ var (
 	// ErrNodeRestarted is the error of a node whose vote was refused by
 	// the restart guard (WithRestartGuard): it restarted too recently to
 	// be trusted to remember the locks it granted.
-	ErrNodeRestarted = errors.New("redlock: node restarted recently")
+	ErrNodeRestarted = node.ErrNodeRestarted
 
 	// ErrClosed is returned by acquisitions on a Client or MultiLock
 	// after Close. It matches ErrInvalid.
 	ErrClosed = fmt.Errorf("%w: client closed", ErrInvalid)
+)
+
+// Sentinel errors of held locks: how a lock ends.
+var (
+	// ErrLockLost is what Lock.Err and Do return once a held lock could no
+	// longer be proven held: its validity ran out before an extension
+	// reached a quorum, or an extension found the key gone or taken on
+	// too many nodes. It matches ErrNotHeld.
+	ErrLockLost error = &causeError{msg: "redlock: lock lost", errs: []error{ErrNotHeld}}
+
+	// ErrReleased is what Lock.Err returns after Unlock; Extend's error
+	// after Unlock matches it too.
+	ErrReleased = errors.New("redlock: released")
+
+	// ErrHoldLimit is joined to ErrLockLost when auto-extension stopped
+	// because WithMaxExtensions or WithMaxHold was reached.
+	ErrHoldLimit = errors.New("redlock: hold limit reached")
+
+	// ErrAlreadyExtending is returned by AutoExtend on a lock that is
+	// already auto-extended: an earlier AutoExtend's ctx is not done yet.
+	ErrAlreadyExtending = errors.New("redlock: auto-extension already running")
 )
 
 // causeError is an error with one message that matches several errors:
@@ -257,9 +281,9 @@ func (e *QuorumError) Failed() []NodeResult {
 // unsentError is the error of a call that failed before sending anything:
 // every node is listed, NodePending.
 func (c *Client) unsentError(op opKind, keys []string, reasons ...error) *QuorumError {
-	e := &QuorumError{Op: op.op(), Keys: keys, Quorum: c.need, Nodes: make([]NodeResult, len(c.nodes)), reasons: reasons}
+	e := &QuorumError{Op: opOf(op), Keys: keys, Quorum: c.need, Nodes: make([]NodeResult, len(c.nodes)), reasons: reasons}
 	for i, nd := range c.nodes {
-		e.Nodes[i] = NodeResult{Node: i, Addr: nd.addr}
+		e.Nodes[i] = NodeResult{Node: i, Addr: nd.Addr}
 	}
 	return e
 }
@@ -271,7 +295,7 @@ func (rd *round) resultError(reasons ...error) *QuorumError {
 	rd.mu.Lock()
 	defer rd.mu.Unlock()
 	return &QuorumError{
-		Op: rd.op.op(), Keys: rd.keys, Quorum: rd.need, OK: rd.ok,
+		Op: opOf(rd.op), Keys: rd.keys, Quorum: rd.need, OK: rd.ok,
 		Nodes: append([]NodeResult(nil), rd.res...), reasons: reasons,
 	}
 }

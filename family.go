@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
 // The lock family: folder (path) locks, read locks and counting
@@ -18,13 +20,14 @@ import (
 // arithmetic and the per-node data layout.
 
 // lockKind tells the family's locks apart; key locks have no family.
+// Its values are the wire's (wire.Kind).
 type lockKind uint8
 
 const (
-	kindKey lockKind = iota
-	kindRead
-	kindPath
-	kindPermit
+	kindKey    = lockKind(wire.KindKey)
+	kindRead   = lockKind(wire.KindRead)
+	kindPath   = lockKind(wire.KindPath)
+	kindPermit = lockKind(wire.KindPermit)
 )
 
 func (k lockKind) String() string {
@@ -42,57 +45,28 @@ func (k lockKind) String() string {
 const (
 	// reservedPrefix begins the library's own values, which no token may
 	// begin with (WithToken).
-	reservedPrefix = "redlock:"
-	// readMarker is the lock key's value while readers hold it.
-	readMarker = reservedPrefix + "readers"
-	// limitMember prefixes the member of a semaphore's sorted set that
-	// records its limit.
-	limitMember = reservedPrefix + "limit="
-	// readersSuffix names a read lock's readers key: key + readersSuffix.
-	readersSuffix = ":readers"
+	reservedPrefix = wire.ReservedPrefix
 )
+
+// kindOf returns the wire kind of a lock of family f (nil: a key lock).
+func kindOf(f *family) wire.Kind {
+	if f == nil {
+		return wire.KindKey
+	}
+	return wire.Kind(f.kind)
+}
 
 // family describes a lock of the family: its kind, what Key returns, its
 // keys on the nodes, and what its rounds need.
 type family struct {
 	kind  lockKind
-	name  string   // what Key returns: the key, or the normalized path
-	shown []string // name, as the keys of errors and observer events
-	keys  []string // its keys on each node, before the key prefix
-	wake  []string // the keys whose release channels wake its waiters
-	limit int      // kindPermit: at most limit holders
-	need  int      // the quorum; 0: the client's
-}
-
-// script returns the family's script for op.
-func (f *family) script(op opKind) *luaScript {
-	s := &familyScripts[f.kind]
-	switch op {
-	case opAcquire:
-		return s[0]
-	case opExtend:
-		return s[1]
-	}
-	return s[2]
-}
-
-// ReadersKey returns the key of the sorted set in which a read lock on
-// key records its readers on each node: key + ":readers". While readers
-// hold key, key itself holds the value "redlock:readers". Under
-// WithKeyPrefix(p) the readers of key are at ReadersKey(p + key).
-func ReadersKey(key string) string { return key + readersSuffix }
-
-// PathKey returns the key on each node that holds a folder lock on path
-// (the path normalized, its first component as the hash tag): "a/b/c" is
-// held at "{a}/b/c". Intention records of the locks below a folder are at
-// PathKey(path) + "/". It returns "" for a path that TryLockPath refuses.
-func PathKey(path string) string {
-	comps, err := splitPath(path)
-	if err != nil {
-		return ""
-	}
-	holders, _ := pathKeys(comps)
-	return holders[len(holders)-1]
+	name  string         // what Key returns: the key, or the normalized path
+	shown []string       // name, as the keys of errors and observer events
+	keys  []string       // its keys on each node, before the key prefix
+	wake  []string       // the keys whose release channels wake its waiters
+	limit int            // kindPermit: at most limit holders
+	sem   wire.Semaphore // kindPermit: name and limit, as the wire carries them
+	need  int            // the quorum; 0: the client's
 }
 
 // splitPath normalizes path (one leading and one trailing "/" dropped)
@@ -112,27 +86,6 @@ func splitPath(path string) ([]string, error) {
 		}
 	}
 	return comps, nil
-}
-
-// pathKeys returns the holder keys of comps' folders, outermost first,
-// and their below keys. Every key begins with "{" + comps[0] + "}", so
-// that on a Redis Cluster node one tree lives in one hash slot.
-func pathKeys(comps []string) (holders, belows []string) {
-	holders = make([]string, len(comps))
-	belows = make([]string, len(comps))
-	var b strings.Builder
-	b.WriteString("{")
-	b.WriteString(comps[0])
-	b.WriteString("}")
-	for i, c := range comps {
-		if i > 0 {
-			b.WriteString("/")
-			b.WriteString(c)
-		}
-		holders[i] = b.String()
-		belows[i] = holders[i] + "/"
-	}
-	return holders, belows
 }
 
 // newFamily validates what every family call needs and returns the
@@ -189,7 +142,8 @@ func (c *Client) permitFamily(key string, limit int, opts []Option) (*family, *c
 	case limit < 1:
 		return nil, nil, invalidf("semaphore limit %d is not positive", limit)
 	}
-	f := &family{kind: kindPermit, name: key, keys: []string{key}, wake: []string{key}, limit: limit}
+	f := &family{kind: kindPermit, name: key, keys: []string{key}, wake: []string{key}, limit: limit,
+		sem: wire.Semaphore{Name: key, Limit: limit}}
 	if c != nil {
 		f.need = max(c.need, SemaphoreQuorum(len(c.nodes), limit))
 	}
@@ -359,7 +313,7 @@ func (c *Client) tryFamily(ctx context.Context, f *family, ttl time.Duration, cf
 // errLimitMismatch is the node error of a permit refused because the
 // semaphore's live permits were taken under another limit.
 func errLimitMismatch(f *family) error {
-	return fmt.Errorf("%w: semaphore %q has live permits taken under another limit than %d: every user of a key must pass the same limit", ErrInvalid, f.name, f.limit)
+	return wire.LimitMismatch(f.name, f.limit)
 }
 
 // limitMismatched reports whether a node refused a permit for its limit.

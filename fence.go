@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
 // Fencing tokens (WithFencing).
@@ -12,7 +13,7 @@ import (
 // Every node keeps, beside each lock key k, a counter FenceKey(k) that
 // never expires and never decreases. A fenced acquisition runs:
 //
-//  1. The acquire round (acquire_fenced.lua). On a node that grants, the
+//  1. The acquire round (key/acquire_fenced.lua, under internal/wire/scripts). On a node that grants, the
 //     script sets k to our token and, in the same atomic step, every
 //     counter of the lock's keys to c = 1 + the largest of them, and
 //     returns c. The round is won, as any round, on the first N/2+1
@@ -20,7 +21,7 @@ import (
 //  2. When every node of Q returned f, the counters already equal f on a
 //     majority, each raised while our token held the key: done, no second
 //     round (the usual case: all nodes see every acquisition, so their
-//     counters move in lock-step). Otherwise a raise round (fence.lua)
+//     counters move in lock-step). Otherwise a raise round (fence/raise.lua)
 //     sets every counter to max(counter, f) on each node where our token
 //     still holds every key, and must itself reach N/2+1 nodes within the
 //     lock's validity, else the acquisition fails (ErrNotObtained) and is
@@ -59,12 +60,6 @@ import (
 // does not close that window. A Redis Cluster node needs each key in a
 // hash tag ({...}), because a key and its counter must share a slot.
 
-// FenceKey returns the key of the per-node fencing counter of key:
-// key + ":fence". The counter never expires and never decreases; do not
-// write it, and do not use a lock key that ends with ":fence". Under
-// WithKeyPrefix(p) the counter of a lock on key is FenceKey(p + key).
-func FenceKey(key string) string { return key + ":fence" }
-
 // Fence returns the lock's fencing token, or 0 when the lock was acquired
 // without WithFencing (and for a nil *Lock). For successive holders of a
 // key, tokens strictly increase while no node loses its data; for a lock
@@ -76,16 +71,6 @@ func (l *Lock) Fence() int64 {
 		return 0
 	}
 	return l.fence
-}
-
-// fenceKeys returns keys followed by their fence counters.
-func fenceKeys(keys []string) []string {
-	out := make([]string, 0, 2*len(keys))
-	out = append(out, keys...)
-	for _, k := range keys {
-		out = append(out, FenceKey(k))
-	}
-	return out
 }
 
 // quorumFence returns the largest counter among the granting nodes and
@@ -115,12 +100,12 @@ func quorumFence(res []NodeResult, fences []int64) (f int64, synced bool) {
 func (c *Client) fenceLock(ctx context.Context, l *Lock, out outcome, cfg *config) error {
 	if out.fence <= 0 {
 		_ = l.Unlock(context.WithoutCancel(ctx))
-		return out.rd.resultError(ErrNotObtained, errUnexpectedReply(out.fence))
+		return out.rd.resultError(ErrNotObtained, wire.ErrUnexpectedReply(out.fence))
 	}
 	if !out.fenceSynced {
 		fo := c.runReq(ctx, &request{
-			op: opFence, keys: l.keys, token: l.token, ttl: l.ttl,
-			fence: out.fence, origin: out.start,
+			w:    wire.Request{Op: opFence, Token: l.token, TTL: l.ttl, Fence: out.fence},
+			keys: l.keys, origin: out.start,
 		}, cfg)
 		if !fo.won {
 			_ = l.Unlock(context.WithoutCancel(ctx))
@@ -157,12 +142,12 @@ func FencedSet(ctx context.Context, c redis.Scripter, key string, fence int64, v
 	case fence <= 0:
 		return invalidf("fencing token %d is not positive (was the lock acquired WithFencing?)", fence)
 	}
-	vs, err := scriptFencedSet.Run(ctx, c, []string{key}, fence, value).Int64Slice()
+	vs, err := wire.ScriptFencedSet.Run(ctx, c, []string{key}, fence, value).Int64Slice()
 	if err != nil {
 		return err
 	}
 	if len(vs) != 2 {
-		return errUnexpectedReply(vs)
+		return wire.ErrUnexpectedReply(vs)
 	}
 	if vs[0] != 1 {
 		return &StaleFenceError{Key: key, Fence: fence, Seen: vs[1]}

@@ -6,8 +6,100 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// The key layout: every key and channel name the library writes. A
+// lock's keys are the caller's, with the client's key prefix
+// (WithKeyPrefix) put in front on the wire only.
+
+// nodeKeys returns keys as stored on the nodes: with the key prefix.
+// Without one it returns keys itself.
+func (c *config) nodeKeys(keys []string) []string {
+	return prefixKeys(c.prefix, keys)
+}
+
+// prefixKeys returns keys with p in front of each; keys itself when p is
+// empty. It is the one place where the key prefix is applied to keys.
+func prefixKeys(p string, keys []string) []string {
+	if p == "" {
+		return keys
+	}
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = p + k
+	}
+	return out
+}
+
+// FenceKey returns the key of the per-node fencing counter of key:
+// key + ":fence". The counter never expires and never decreases; do not
+// write it, and do not use a lock key that ends with ":fence". Under
+// WithKeyPrefix(p) the counter of a lock on key is FenceKey(p + key).
+func FenceKey(key string) string { return key + ":fence" }
+
+// fenceKeys returns keys followed by their fence counters.
+func fenceKeys(keys []string) []string {
+	out := make([]string, 0, 2*len(keys))
+	out = append(out, keys...)
+	for _, k := range keys {
+		out = append(out, FenceKey(k))
+	}
+	return out
+}
+
+// readersSuffix names a read lock's readers key: key + readersSuffix.
+const readersSuffix = ":readers"
+
+// ReadersKey returns the key of the sorted set in which a read lock on
+// key records its readers on each node: key + ":readers". While readers
+// hold key, key itself holds the value "redlock:readers". Under
+// WithKeyPrefix(p) the readers of key are at ReadersKey(p + key).
+func ReadersKey(key string) string { return key + readersSuffix }
+
+// PathKey returns the key on each node that holds a folder lock on path
+// (the path normalized, its first component as the hash tag): "a/b/c" is
+// held at "{a}/b/c". Intention records of the locks below a folder are at
+// PathKey(path) + "/". It returns "" for a path that TryLockPath refuses.
+func PathKey(path string) string {
+	comps, err := splitPath(path)
+	if err != nil {
+		return ""
+	}
+	holders, _ := pathKeys(comps)
+	return holders[len(holders)-1]
+}
+
+// pathKeys returns the holder keys of comps' folders, outermost first,
+// and their below keys. Every key begins with "{" + comps[0] + "}", so
+// that on a Redis Cluster node one tree lives in one hash slot.
+func pathKeys(comps []string) (holders, belows []string) {
+	holders = make([]string, len(comps))
+	belows = make([]string, len(comps))
+	var b strings.Builder
+	b.WriteString("{")
+	b.WriteString(comps[0])
+	b.WriteString("}")
+	for i, c := range comps {
+		if i > 0 {
+			b.WriteString("/")
+			b.WriteString(c)
+		}
+		holders[i] = b.String()
+		belows[i] = holders[i] + "/"
+	}
+	return holders, belows
+}
+
+// releasePrefix is the prefix of the release channels.
+const releasePrefix = "redlock:release:"
+
+// ReleaseChannel returns the pub/sub channel on which Unlock announces the
+// release of key on each node: "redlock:release:" + key. The message is
+// empty, or "r" when the last reader of a read lock on key left. Waiting
+// Lock calls subscribe to it (see WithHandoff); other programs may too. With WithKeyPrefix(p) the channel is
+// p + ReleaseChannel(key).
+func ReleaseChannel(key string) string { return releasePrefix + key }
+
 // A lock over several keys takes all of them on a node in one script call,
-// all or none (see acquire.lua). The helpers here validate the key list
+// all or none (see internal/wire/scripts/key/acquire.lua). The helpers here validate the key list
 // and check that a sharded node would run that one call on one server.
 //
 // For a node that is a Redis Cluster client the keys must hash to one
@@ -71,7 +163,7 @@ func shardingOf(c redis.UniversalClient) sharding {
 func (c *Client) sharding() sharding {
 	s := shardNone
 	for _, n := range c.nodes {
-		s = max(s, shardingOf(n.c))
+		s = max(s, shardingOf(n.C))
 	}
 	return s
 }

@@ -30,7 +30,7 @@ type Lock struct {
 	// could reach the nodes in either order while the deadline would be
 	// set by whichever returned last: Validity could then promise a long
 	// TTL that a later, shorter one had replaced on every node. One
-	// round at a time, and a node's requests run in order (pipe.go), so
+	// round at a time, and a node's requests run in order (internal/node), so
 	// the last won round is what its quorum holds.
 	extMu sync.Mutex
 	// extWait, when set, is closed by the next unlockExt: an Extend of
@@ -56,7 +56,7 @@ type Lock struct {
 	extended int       // successful Extends
 	// maxTTL is the longest TTL any request of this lock sent (acquire,
 	// or Extend, won or not): how long a node may keep the key, which
-	// bounds the background retries of its release (cleanup.go).
+	// bounds the background retries of its release (internal/node/retry.go).
 	maxTTL time.Duration
 }
 
@@ -282,7 +282,7 @@ func (l *Lock) startExtendLocked(now time.Time, ttl time.Duration) (left time.Du
 	if f := time.Duration(l.floor.Load()); f > 0 {
 		eff = min(eff, f)
 	}
-	if pre := now.Add(eff - drift(eff, l.cfg.driftFactor)); pre.Before(l.deadline) {
+	if pre := deadline(now, eff, l.cfg.driftFactor); pre.Before(l.deadline) {
 		l.deadline = pre
 		l.armLocked()
 	}
@@ -308,7 +308,7 @@ func (l *Lock) endExtend(out outcome, ttl time.Duration) error {
 	if f := time.Duration(l.floor.Load()); f > 0 {
 		eff = min(eff, f)
 	}
-	deadline := out.start.Add(eff - drift(eff, l.cfg.driftFactor))
+	dl := deadline(out.start, eff, l.cfg.driftFactor)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
@@ -320,11 +320,11 @@ func (l *Lock) endExtend(out outcome, ttl time.Duration) error {
 		}
 		return out.err
 	case out.won:
-		l.deadline, l.ttl = deadline, ttl
+		l.deadline, l.ttl = dl, ttl
 		l.extended++
-	case deadline.Before(l.deadline):
+	case dl.Before(l.deadline):
 		// Nodes that did extend may now expire earlier than before.
-		l.deadline = deadline
+		l.deadline = dl
 	}
 	if out.won {
 		l.armLocked() // the deadline may have moved, even earlier
@@ -344,7 +344,7 @@ func (l *Lock) endExtend(out outcome, ttl time.Duration) error {
 //
 // Unlock is a clean-up and is not cut short by ctx's cancellation: it
 // waits for the nodes at most the longer of the per-node timeout and
-// ReleaseTimeout (250ms) instead. It returns as soon as a quorum has
+// 250ms instead. It returns as soon as a quorum has
 // released: the other nodes' releases go on in the background, so that a
 // slow or stopped node does not slow every Unlock down. A release that
 // fails (a stopped or unreachable node, an error) is retried in the

@@ -227,3 +227,12 @@ func (m *MultiLock) Do(ctx context.Context, key string, ttl time.Duration, fn fu
 	}
 	return m.c.Do(ctx, key, ttl, fn, opts...)
 }
+
+// Close is Client.Close for the MultiLock's client. It returns nil; on a
+// nil or zero MultiLock it does nothing.
+func (m *MultiLock) Close() error {
+	if m == nil {
+		return nil
+	}
+	return m.c.Close()
+}

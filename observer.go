@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync/atomic"
 	"time"
+
+	"github.com/seed543a70bd/redlock/internal/node"
+	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
 // Observer receives what the library does, for metrics and traces. Its
@@ -127,95 +129,21 @@ func reasonOf(err error) Reason {
 	return ReasonNotHeld
 }
 
-// Stats is a ready-made Observer that counts events with atomics; its
-// Snapshot is cheap. Use it for tests, CLIs, or to feed a metrics system
-// on a timer.
-type Stats struct {
-	attempts, won, contended, unreachable, cancelled, expired atomic.Int64
-	nodeErrors, extensions, released, lost                    atomic.Int64
-}
-
-var _ Observer = (*Stats)(nil)
-
-// StatsSnapshot is a copy of the counters of a Stats.
-type StatsSnapshot struct {
-	Attempts    int64 // acquisition rounds ("lock"), won or not
-	Won         int64 // acquisition rounds won
-	Contended   int64 // acquisition rounds lost to other owners (ReasonContended)
-	Unreachable int64 // acquisition rounds lost to failed nodes (ReasonUnreachable)
-	Cancelled   int64 // acquisition rounds cut short by their ctx (ReasonCancelled)
-	Expired     int64 // acquisition rounds won too late (ReasonExpired)
-	NodeErrors  int64 // node requests that failed (NodeFailed)
-	Extensions  int64 // extension rounds won
-	Released    int64 // locks ended by Unlock
-	Lost        int64 // locks that Done reported lost
-}
-
-// ObserveNode counts failed node requests.
-func (s *Stats) ObserveNode(e NodeEvent) {
-	if e.Status == NodeFailed {
-		s.nodeErrors.Add(1)
-	}
-}
-
-// ObserveRound counts acquire attempts by outcome, and extensions.
-func (s *Stats) ObserveRound(e RoundEvent) {
-	switch e.Op {
-	case OpLock:
-		s.attempts.Add(1)
-		switch e.Reason {
-		case ReasonWon:
-			s.won.Add(1)
-		case ReasonContended:
-			s.contended.Add(1)
-		case ReasonUnreachable:
-			s.unreachable.Add(1)
-		case ReasonCancelled:
-			s.cancelled.Add(1)
-		case ReasonExpired:
-			s.expired.Add(1)
-		}
-	case OpExtend:
-		if e.Reason == ReasonWon {
-			s.extensions.Add(1)
-		}
-	}
-}
-
-// ObserveLock counts released and lost locks.
-func (s *Stats) ObserveLock(e LockEvent) {
-	if e.Lost {
-		s.lost.Add(1)
-	} else {
-		s.released.Add(1)
-	}
-}
-
-// Snapshot returns the current counts.
-func (s *Stats) Snapshot() StatsSnapshot {
-	return StatsSnapshot{
-		Attempts: s.attempts.Load(), Won: s.won.Load(), Contended: s.contended.Load(),
-		Unreachable: s.unreachable.Load(), Cancelled: s.cancelled.Load(), Expired: s.expired.Load(),
-		NodeErrors: s.nodeErrors.Load(), Extensions: s.extensions.Load(),
-		Released: s.released.Load(), Lost: s.lost.Load(),
-	}
-}
-
 // The calls into the Observer and the logger. Each is reached only when
 // one is set, behind a nil check on the hot path.
 
 // observeNode reports node i's reply to its round, and logs the restart
 // guard's verdicts on it.
-func (rd *round) observeNode(i int, r reply, lat time.Duration) {
-	if r.unsent {
+func (rd *round) observeNode(i int, r wire.Reply, lat time.Duration) {
+	if r.Unsent {
 		return
 	}
 	nd := rd.c.nodes[i]
 	if o := rd.cfg.obs; o != nil {
-		o.ObserveNode(NodeEvent{Ctx: rd.parent, Op: rd.op.op(), Node: i, Addr: nd.addr, Status: r.st, Err: r.err, Latency: lat})
+		o.ObserveNode(NodeEvent{Ctx: rd.parent, Op: opOf(rd.op), Node: i, Addr: nd.Addr, Status: NodeStatus(r.St), Err: r.Err, Latency: lat})
 	}
-	if l := rd.cfg.log; l != nil && nd.guard != nil && rd.op != opRelease {
-		nd.logGuard(l, r)
+	if l := rd.cfg.log; l != nil && nd.Guarded() && rd.op != opRelease {
+		logGuard(l, nd, r)
 	}
 }
 
@@ -226,7 +154,7 @@ func (rd *round) observeRound(out outcome) {
 		err = out.err // never a typed nil
 	}
 	rd.cfg.obs.ObserveRound(RoundEvent{
-		Ctx: rd.parent, Op: rd.op.op(), Keys: rd.keys, Reason: reasonOf(err),
+		Ctx: rd.parent, Op: opOf(rd.op), Keys: rd.keys, Reason: reasonOf(err),
 		Start: rd.start, Duration: time.Since(rd.start),
 		Nodes: append([]NodeResult(nil), rd.res...), Err: err,
 	})
@@ -234,31 +162,31 @@ func (rd *round) observeRound(out outcome) {
 
 // observeCleanup reports the clean-up release of a lost attempt on nd,
 // and logs it when it failed: the key then lives out its TTL.
-func (rd *round) observeCleanup(nd *node, r reply, lat time.Duration) {
-	if r.unsent {
+func (rd *round) observeCleanup(nd *node.Node, r wire.Reply, lat time.Duration) {
+	if r.Unsent {
 		return
 	}
 	if o := rd.cfg.obs; o != nil {
-		o.ObserveNode(NodeEvent{Ctx: rd.parent, Op: OpUnlock, Node: nd.idx, Addr: nd.addr, Status: r.st, Err: r.err, Latency: lat})
+		o.ObserveNode(NodeEvent{Ctx: rd.parent, Op: OpUnlock, Node: nd.Idx, Addr: nd.Addr, Status: NodeStatus(r.St), Err: r.Err, Latency: lat})
 	}
-	if l := rd.cfg.log; l != nil && r.st == NodeFailed {
+	if l := rd.cfg.log; l != nil && r.St == wire.StatusFailed {
 		l.Debug("redlock: clean-up release of a lost attempt failed; the key expires with its TTL",
-			"keys", rd.keys, "node", nd.idx, "addr", nd.addr, "err", r.err)
+			"keys", rd.keys, "node", nd.Idx, "addr", nd.Addr, "err", r.Err)
 	}
 }
 
 // logGuard logs when the restart guard starts refusing a node's votes,
 // and when it stops: once per change, not per request.
-func (nd *node) logGuard(l *slog.Logger, r reply) {
+func logGuard(l *slog.Logger, nd *node.Node, r wire.Reply) {
 	switch {
-	case r.st == NodeFailed && errors.Is(r.err, ErrNodeRestarted):
-		if nd.refused.CompareAndSwap(false, true) {
+	case r.St == wire.StatusFailed && errors.Is(r.Err, ErrNodeRestarted):
+		if nd.Refused.CompareAndSwap(false, true) {
 			l.Info("redlock: node restarted recently; the restart guard refuses its votes",
-				"node", nd.idx, "addr", nd.addr, "err", r.err)
+				"node", nd.Idx, "addr", nd.Addr, "err", r.Err)
 		}
-	case r.st != NodeFailed:
-		if nd.refused.CompareAndSwap(true, false) {
-			l.Info("redlock: node votes again after the restart guard", "node", nd.idx, "addr", nd.addr)
+	case r.St != wire.StatusFailed:
+		if nd.Refused.CompareAndSwap(true, false) {
+			l.Info("redlock: node votes again after the restart guard", "node", nd.Idx, "addr", nd.Addr)
 		}
 	}
 }
@@ -319,9 +247,9 @@ func (l *Lock) observeUnlock(ctx context.Context, out outcome) {
 
 // logDroppedRetry logs a failed release that will not be retried (after
 // Close, or with too many queued): its key expires with its TTL.
-func (c *Client) logDroppedRetry(nd *node, req *request) {
+func (c *Client) logDroppedRetry(nd *node.Node, keys []string) {
 	if l := c.cfg.log; l != nil {
 		l.Debug("redlock: failed release not retried; the key expires with its TTL",
-			"keys", req.keys, "node", nd.idx, "addr", nd.addr, "closed", c.isClosed())
+			"keys", keys, "node", nd.Idx, "addr", nd.Addr, "closed", c.isClosed())
 	}
 }

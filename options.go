@@ -9,17 +9,17 @@ import (
 // Defaults of the options. They are applied by New and can be overridden
 // per client (New) or per call (TryLock, Lock, ...).
 const (
-	// DefaultRetryDelay is the mean delay between attempts of Lock. Each
+	// defaultRetryDelay is the mean delay between attempts of Lock. Each
 	// delay is drawn uniformly from [d/2, 3d/2) so that contenders do not
 	// split the votes in lock-step.
-	DefaultRetryDelay = 50 * time.Millisecond
+	defaultRetryDelay = 50 * time.Millisecond
 )
 
 // config holds every setting; one copy per Client, copied again for a
 // call that passes options.
 type config struct {
 	driftFactor float64
-	nodeTimeout time.Duration // 0: derived from the TTL, see defaultNodeTimeout
+	nodeTimeout time.Duration // 0: derived from the TTL, see DefaultNodeTimeout
 	retryDelay  time.Duration
 	maxTries    int    // 0: no limit (until ctx is done)
 	token       string // "": random per call
@@ -42,8 +42,8 @@ type config struct {
 // observer, no logging.
 func defaultConfig() config {
 	return config{
-		driftFactor: DefaultDriftFactor,
-		retryDelay:  DefaultRetryDelay,
+		driftFactor: defaultDriftFactor,
+		retryDelay:  defaultRetryDelay,
 	}
 }
 
@@ -65,7 +65,7 @@ func (c *config) timeoutFor(ttl time.Duration) time.Duration {
 	if c.nodeTimeout > 0 {
 		return c.nodeTimeout
 	}
-	return defaultNodeTimeout(ttl)
+	return DefaultNodeTimeout(ttl)
 }
 
 // Option configures a Client or MultiLock (given to New or NewMultiLock)
@@ -83,7 +83,7 @@ type Option func(*config)
 
 // WithDriftFactor sets the share of the TTL allowed for clock drift
 // between this process and the nodes: drift = ttl*f + 2ms, and a lock is
-// valid for ttl - elapsed - drift. Default: 0.01 (DefaultDriftFactor).
+// valid for ttl - elapsed - drift. Default: 0.01.
 // f must be in [0, 0.5), else New or the call returns an error matching
 // ErrInvalid.
 func WithDriftFactor(f float64) Option {
@@ -96,19 +96,19 @@ func WithDriftFactor(f float64) Option {
 	}
 }
 
-// FirstContactTimeout is how long a Client's first round waits for its
+// firstContactTimeout is how long a Client's first round waits for its
 // nodes when that is longer than the per-node timeout: a first contact
 // dials (TCP, TLS, AUTH) and identifies the server (INFO), which a
 // per-node timeout of a few milliseconds would not allow on a loaded
 // machine. Later rounds wait for the per-node timeout only.
-const FirstContactTimeout = 250 * time.Millisecond
+const firstContactTimeout = 250 * time.Millisecond
 
-// ReleaseTimeout is how long Unlock waits for its nodes when that is
+// releaseTimeout is how long Unlock waits for its nodes when that is
 // longer than the per-node timeout. A release does not spend the lock's
 // validity, so a short stall (a GC pause, a busy node) should not turn a
 // release that succeeds a moment later into ErrNotHeld. Unlock still
 // returns as soon as a quorum has released.
-const ReleaseTimeout = 250 * time.Millisecond
+const releaseTimeout = 250 * time.Millisecond
 
 // WithNodeTimeout bounds how long a round (acquire, extend, release)
 // waits for each node, whether or not the go-redis client has
@@ -116,8 +116,9 @@ const ReleaseTimeout = 250 * time.Millisecond
 // failed and the round goes on without it. The request itself is not
 // abandoned: it runs on under the caller's context and the client's own
 // timeouts, and a late grant of a lost round is released. A client's
-// first round waits at least FirstContactTimeout, and Unlock at least
-// ReleaseTimeout.
+// first round waits at least 250ms (its first contacts dial and
+// identify the nodes), and Unlock at least 250ms (a release spends no
+// validity).
 //
 // A node's requests queue behind the one it is answering, and go to it
 // together once it has answered. For memory, at most 4096 of them queue
@@ -141,7 +142,7 @@ func WithNodeTimeout(d time.Duration) Option {
 }
 
 // WithRetryDelay sets the mean delay between attempts of Lock; each delay
-// is drawn uniformly from [d/2, 3d/2). Default: 50ms (DefaultRetryDelay).
+// is drawn uniformly from [d/2, 3d/2). Default: 50ms.
 // d must be positive, else ErrInvalid.
 func WithRetryDelay(d time.Duration) Option {
 	return func(c *config) {
@@ -167,14 +168,14 @@ func WithMaxTries(n int) Option {
 	}
 }
 
-// MinTokenLen is the shortest token WithToken accepts.
-const MinTokenLen = 16
+// minTokenLen is the shortest token WithToken accepts.
+const minTokenLen = 16
 
 // WithToken makes a TryLock use token as the value stored on each node
 // instead of 128 fresh random bits. A holder that persisted its token can
 // so take its lock back after a restart: acquire is idempotent for the
 // same token, counting and refreshing nodes that still hold it. The token
-// must be unique to the holder and at least MinTokenLen (16) bytes, else
+// must be unique to the holder and at least 16 bytes, else
 // ErrInvalid, and must not begin with "redlock:" (the library's own
 // values), else ErrInvalid. Lock and New reject it (ErrInvalid): retries,
 // or locks, sharing one token could release each other's keys. Do not run
@@ -188,8 +189,8 @@ const MinTokenLen = 16
 // Default: a random token per attempt.
 func WithToken(token string) Option {
 	return func(c *config) {
-		if len(token) < MinTokenLen {
-			c.err = invalidf("token of %d bytes is shorter than %d", len(token), MinTokenLen)
+		if len(token) < minTokenLen {
+			c.err = invalidf("token of %d bytes is shorter than %d", len(token), minTokenLen)
 			return
 		}
 		if strings.HasPrefix(token, reservedPrefix) {
@@ -254,7 +255,7 @@ func WithFencing() Option {
 // The guard reads INFO server once per node and again whenever the
 // go-redis client has opened a new connection to it, which every restart
 // forces; it installs a dial-counting hook on each client for that (see
-// guard.go for why this cannot miss a restart). It therefore needs
+// internal/node/guard.go for why this cannot miss a restart). It therefore needs
 // *redis.Client nodes, used directly rather than through a clone made by
 // WithTimeout (a clone dials through its parent's hooks, so the guard
 // would never see a restart; New checks this with a dial that is stopped
@@ -347,23 +348,4 @@ func WithKeyPrefix(p string) Option {
 		}
 		c.prefix = p
 	}
-}
-
-// nodeKeys returns keys as stored on the nodes: with the key prefix.
-// Without one it returns keys itself.
-func (c *config) nodeKeys(keys []string) []string {
-	return prefixKeys(c.prefix, keys)
-}
-
-// prefixKeys returns keys with p in front of each; keys itself when p is
-// empty. It is the one place where the key prefix is applied to keys.
-func prefixKeys(p string, keys []string) []string {
-	if p == "" {
-		return keys
-	}
-	out := make([]string, len(keys))
-	for i, k := range keys {
-		out[i] = p + k
-	}
-	return out
 }

@@ -42,16 +42,6 @@ import (
 // Releases of a lost attempt's partial grants are not published, so that
 // split votes do not wake every waiter into another split.
 
-// releasePrefix is the prefix of the release channels.
-const releasePrefix = "redlock:release:"
-
-// ReleaseChannel returns the pub/sub channel on which Unlock announces the
-// release of key on each node: "redlock:release:" + key. The message is
-// empty, or "r" when the last reader of a read lock on key left. Waiting Lock calls subscribe to it (see WithHandoff); other
-// programs may too. With WithKeyPrefix(p) the channel is
-// p + ReleaseChannel(key).
-func ReleaseChannel(key string) string { return releasePrefix + key }
-
 // hub multiplexes the release subscriptions of one Client among its
 // waiting Lock calls. The zero value is ready to use.
 type hub struct {
@@ -66,7 +56,7 @@ type waiter struct {
 	keys []string
 	wake chan struct{} // buffered: wake-ups coalesce
 	// reader: an RLock, which readers' releases do not wake (message
-	// "r", read_release.lua): it waits for a writer's release, or for
+	// "r", read/release.lua): it waits for a writer's release, or for
 	// a waiting writer's mark to end (see Client.RLock).
 	reader bool
 }
@@ -137,7 +127,7 @@ func (h *hub) leave(w *waiter) {
 func (h *hub) start(c *Client) *session {
 	s := &session{chans: c.cfg.prefix + releasePrefix, done: make(chan struct{})}
 	for _, nd := range c.nodes {
-		ps := nd.c.Subscribe(context.Background())
+		ps := nd.C.Subscribe(context.Background())
 		s.subs = append(s.subs, ps)
 		s.wg.Add(1)
 		go s.read(h, ps)

@@ -2,9 +2,15 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seed543a70bd/redlock/internal/node"
+	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
 // A round sends one request to every node concurrently and decides as soon
@@ -13,28 +19,69 @@ import (
 // node: a node that has not answered within the per-node timeout counts as
 // failed, whether or not its go-redis client honours context deadlines.
 
-type opKind uint8
+// opKind is what a round does; its String is the API's Op.
+type opKind = wire.Op
 
 const (
-	opAcquire opKind = iota
-	opExtend
-	opRelease
-	opFence // the second round of a fenced acquire: see fence.go
+	opAcquire = wire.OpAcquire
+	opExtend  = wire.OpExtend
+	opRelease = wire.OpRelease
+	opFence   = wire.OpFence // the second round of a fenced acquire: see fence.go
 )
 
-// op returns the exported name of the kind.
-func (o opKind) op() Op { return Op(o.String()) }
+// opOf returns the exported name of o.
+func opOf(o opKind) Op { return Op(o.String()) }
 
-func (o opKind) String() string {
-	switch o {
-	case opAcquire:
-		return "lock"
-	case opExtend:
-		return "extend"
-	case opFence:
-		return "fence"
+// request is what a round sends to every node: its wire form (w), and
+// what the round needs besides.
+type request struct {
+	w      wire.Request
+	keys   []string  // as the caller gave them; w.Keys are on the wire
+	prefix string    // WithKeyPrefix: put before every key and channel on the wire
+	origin time.Time // validity is measured from here; zero: the round's start
+	// floor (acquire, extend) is the lock's Lock.floor; nil otherwise.
+	floor *atomic.Int64
+	// unlocked (acquire) is the lock's Lock.unlocked: set by Unlock. A
+	// node's pipe runs Unlock's release after our acquire there (see
+	// internal/node), except where the acquire failed (a timeout): its
+	// SET may still land after the release, so a failure reported after
+	// unlocked is released again (round.Report).
+	unlocked *atomic.Bool
+	fam      *family // a path, read or permit lock (family.go); nil for a key lock
+	// userToken: the token was given with WithToken, and may be reused
+	// by a later lock: its failed releases are not retried.
+	userToken bool
+}
+
+// prepare builds req's wire form for n nodes (wire.Request.Prepare):
+// the keys on the wire with the key prefix, their fence counters, the
+// lock's kind, and the release channel of an announced release.
+func (req *request) prepare(n int) {
+	w := &req.w
+	keys := prefixKeys(req.prefix, req.keys)
+	if w.Fenced || w.Op == opFence {
+		keys = fenceKeys(keys)
 	}
-	return "unlock"
+	if f := req.fam; f != nil {
+		w.Kind = wire.Kind(f.kind)
+		if f.kind == kindPermit {
+			w.Sem = &f.sem
+		}
+	}
+	var ann wire.Announce
+	if w.Notify {
+		ann = wire.Announce{Channel: req.prefix + releasePrefix, PrefixLen: len(req.prefix)}
+	}
+	w.Prepare(n, keys, ann)
+}
+
+// exec runs req on nd alone, outside the nodes' pipes (see
+// node.Node.Exec).
+func (c *Client) exec(ctx context.Context, nd *node.Node, req *request) wire.Reply {
+	if req.w.Argv == nil {
+		req.prepare(1)
+	}
+	return nd.Exec(ctx, &req.w)
 }
 
 type round struct {
@@ -64,7 +111,7 @@ type round struct {
 	fence    int64   // fenced acquire: the largest counter of the winning quorum
 	fsync    bool    // fenced acquire: every node of the winning quorum had that counter
 	done     chan struct{}
-	tick     *tick         // an extension batch's (batch.go), told of the decision; nil otherwise
+	tick     *tick         // an extension batch's (extend_batch.go), told of the decision; nil otherwise
 	settled  chan struct{} // closed by the last report; nil when nobody waits for it
 	// late marks the nodes of a won acquire whose grant (or failure,
 	// which may have landed) was reported after the decision. Were the
@@ -98,10 +145,13 @@ type outcome struct {
 // ttl when a request fails and so may still land later.
 func (c *Client) run(ctx context.Context, op opKind, l *Lock, ttl time.Duration) outcome {
 	req := &request{
-		op: op, keys: l.keys, token: l.token, ttl: ttl,
-		fenced: op == opAcquire && l.cfg.fencing,
-		notify: op == opRelease,
-		fam:    l.fam,
+		w: wire.Request{
+			Op: op, Token: l.token, TTL: ttl,
+			Fenced: op == opAcquire && l.cfg.fencing,
+			Notify: op == opRelease,
+		},
+		keys: l.keys,
+		fam:  l.fam,
 
 		userToken: l.cfg.token != "",
 	}
@@ -110,7 +160,7 @@ func (c *Client) run(ctx context.Context, op opKind, l *Lock, ttl time.Duration)
 	}
 	if op == opAcquire {
 		req.unlocked = &l.unlocked
-		req.intent = l.intent
+		req.w.Intent = l.intent
 	}
 	return c.runReq(ctx, req, l.cfg)
 }
@@ -131,13 +181,13 @@ func lowerFloor(floor *atomic.Int64, ttl time.Duration) {
 // runReq is run for a built request.
 func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome {
 	n := len(c.nodes)
-	if req.argv == nil {
+	if req.w.Argv == nil {
 		req.prefix = cfg.prefix
 		req.prepare(n)
 	}
 	rd := c.newRound(ctx, req, cfg)
-	op := req.op
-	if req.fenced {
+	op := req.w.Op
+	if req.w.Fenced {
 		rd.fences = make([]int64, n)
 	}
 	nodeCtx := ctx
@@ -149,11 +199,11 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 	wait := rd.timeout
 	if op == opRelease {
 		// A release does not spend validity: it waits at least
-		// ReleaseTimeout for its quorum. It does not wait for the other
+		// releaseTimeout for its quorum. It does not wait for the other
 		// nodes: every node more costs the slowest node's time (measured:
 		// +200µs p50 uncontended, 3x with one node 20ms slower). A
 		// process about to exit calls Close, which waits for them.
-		wait = max(wait, ReleaseTimeout)
+		wait = max(wait, releaseTimeout)
 		c.flights.add(n)
 	}
 	if c.first.CompareAndSwap(false, true) {
@@ -161,10 +211,10 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 		// so that a server given twice is reported (ErrDuplicateNode)
 		// before anything is won; later a duplicate is still refused on
 		// its first contact, and never votes twice. A first contact
-		// dials (TCP, TLS, AUTH) and so gets FirstContactTimeout if that
+		// dials (TCP, TLS, AUTH) and so gets firstContactTimeout if that
 		// is longer than the per-node timeout.
 		rd.settled = make(chan struct{})
-		wait = max(wait, FirstContactTimeout)
+		wait = max(wait, firstContactTimeout)
 	}
 	// The round waits for the nodes for the per-node timeout (the timer
 	// below), not for the slowest. Their requests are not cut short at
@@ -179,11 +229,11 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 	var full []int
 	var rooms []<-chan struct{}
 	for i, nd := range c.nodes {
-		if room := c.submit(nd, job{rd: rd, i: i, ctx: nodeCtx}); room != nil {
+		if room := nd.Submit(node.Job{R: rd, Req: &req.w, I: i, Ctx: nodeCtx, Timeout: rd.timeout}); room != nil {
 			full, rooms = append(full, i), append(rooms, room)
 		}
 	}
-	// The timer also bounds the wait for room in full queues (pipe.go).
+	// The timer also bounds the wait for room in full queues (waitRoom).
 	fired := len(full) > 0 && c.waitRoom(rd, full, rooms, nodeCtx, timer)
 
 	var ctxErr error
@@ -207,9 +257,47 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 	return rd.finish(ctxErr)
 }
 
+// waitRoom submits the requests of rd to the nodes listed in full, whose
+// queues were full (see node.Node.Submit), in node order, each as soon as its
+// queue has room. It gives up on a node, reporting its request failed
+// and unsent, when rd is decided (a release left out is retried in the
+// background), when ctx ends, or when timer, the round's
+// wait, fires; it reports whether the timer fired.
+func (c *Client) waitRoom(rd *round, full []int, rooms []<-chan struct{}, ctx context.Context, timer *time.Timer) (fired bool) {
+	for k, i := range full {
+		nd := c.nodes[i]
+		j := node.Job{R: rd, Req: &rd.req.w, I: i, Ctx: ctx, Timeout: rd.timeout}
+		room := rooms[k]
+		var err error
+		for room != nil && err == nil && !fired {
+			select {
+			case <-room:
+				room = nd.Submit(j)
+			case <-rd.done:
+				err = errNotSentDecided
+			case <-ctx.Done():
+				err = node.NodeErr(ctx, ctx.Err())
+			case <-timer.C:
+				fired = true
+			}
+		}
+		if fired {
+			err = node.ErrRoomTimeout
+		}
+		if err != nil {
+			rd.Report(i, wire.Reply{St: wire.StatusFailed, Err: err, Unsent: true})
+		}
+	}
+	return fired
+}
+
+// errNotSentDecided is the error of a request that waited for room in
+// its node's queue until its round was decided without it.
+var errNotSentDecided = errors.New("redlock: not sent: the round was decided while the node's queue was full")
+
 // newRound returns a round of req with every node pending, started now.
 // Its requests are sent by the caller: runReq, or an extension batch
-// (batch.go).
+// (extend_batch.go).
 func (c *Client) newRound(ctx context.Context, req *request, cfg *config) *round {
 	rd := &round{done: make(chan struct{})}
 	c.initRound(rd, ctx, req, cfg, make([]NodeResult, len(c.nodes)), time.Now())
@@ -217,7 +305,8 @@ func (c *Client) newRound(ctx context.Context, req *request, cfg *config) *round
 }
 
 // initRound sets rd up as newRound does, with res (one per node) for its
-// results, started at start (before any of its requests is sent). An extension batch (batch.go) allocates its rounds and their
+// results, started at start (before any of its requests is sent). An
+// extension batch (extend_batch.go) allocates its rounds and their
 // results in slabs, and gives them no done channel: it asks decided.
 func (c *Client) initRound(rd *round, ctx context.Context, req *request, cfg *config, res []NodeResult, start time.Time) {
 	keys := req.keys
@@ -228,9 +317,9 @@ func (c *Client) initRound(rd *round, ctx context.Context, req *request, cfg *co
 			need = req.fam.need
 		}
 	}
-	rd.c, rd.cfg, rd.req, rd.op, rd.keys, rd.token, rd.ttl = c, cfg, req, req.op, keys, req.token, req.ttl
+	rd.c, rd.cfg, rd.req, rd.op, rd.keys, rd.token, rd.ttl = c, cfg, req, req.w.Op, keys, req.w.Token, req.w.TTL
 	rd.need = need
-	rd.timeout = cfg.timeoutFor(req.ttl)
+	rd.timeout = cfg.timeoutFor(req.w.TTL)
 	rd.drift = cfg.driftFactor
 	rd.res = res
 	rd.left = len(res)
@@ -242,7 +331,7 @@ func (c *Client) initRound(rd *round, ctx context.Context, req *request, cfg *co
 	}
 	for i, nd := range c.nodes {
 		// All set before any reply can be reported and read them.
-		rd.res[i] = NodeResult{Node: i, Addr: nd.addr}
+		rd.res[i] = NodeResult{Node: i, Addr: nd.Addr}
 	}
 }
 
@@ -281,7 +370,7 @@ func (rd *round) finish(ctxErr error) outcome {
 	}
 	rd.won = false // a cancelled win is released like a loss
 	out.err = rd.errorLocked(ctxErr)
-	var release []*node
+	var release []*node.Node
 	var uncertain []bool // the acquire failed there: it may land later
 	if op == opAcquire {
 		for i, nd := range c.nodes {
@@ -310,9 +399,9 @@ func (rd *round) finish(ctxErr error) outcome {
 	return out
 }
 
-// report records node i's reply and decides the round when it can.
-func (rd *round) report(i int, r reply) {
-	st, err := r.st, r.err
+// Report records node i's reply and decides the round when it can.
+func (rd *round) Report(i int, r wire.Reply) {
+	st, err := NodeStatus(r.St), r.Err
 	lat := time.Since(rd.start)
 	if rd.cfg.obs != nil || rd.cfg.log != nil {
 		// Before the decision, so that the replies that decided a round
@@ -323,7 +412,7 @@ func (rd *round) report(i int, r reply) {
 		defer rd.c.flights.done()
 		if st == NodeFailed {
 			// Retried in the background until the node answers
-			// (cleanup.go); deferred: run once rd.mu is released, and
+			// (retryRelease); deferred: run once rd.mu is released, and
 			// queued before Close can see the release as done.
 			defer rd.c.retryRelease(rd.c.nodes[i], rd.req, rd.ttl, err, 0)
 		}
@@ -334,7 +423,7 @@ func (rd *round) report(i int, r reply) {
 	if last && rd.settled != nil {
 		close(rd.settled)
 	}
-	none := r.unsent || r.refused
+	none := r.Unsent || r.Refused
 	if st == NodeFailed && !none && rd.req.floor != nil {
 		// The request may still land, later than the next one: see
 		// Lock.floor.
@@ -343,7 +432,7 @@ func (rd *round) report(i int, r reply) {
 	if rd.decided {
 		// Our SET may have landed after the round was lost; or, where
 		// the request failed, after the lock it won was released (see
-		// unlocked). A release that fails is retried (cleanup.go).
+		// unlocked). A release that fails is retried (retryRelease).
 		grant := rd.op == opAcquire && !none && (st == NodeOK || st == NodeFailed)
 		late := grant && (!rd.won || (st == NodeFailed && rd.req.unlocked != nil && rd.req.unlocked.Load()))
 		if grant && rd.won {
@@ -362,7 +451,7 @@ func (rd *round) report(i int, r reply) {
 	if st == NodeOK {
 		rd.ok++
 		if rd.fences != nil {
-			rd.fences[i] = r.fence
+			rd.fences[i] = r.Fence
 		}
 	} else {
 		rd.bad++
@@ -410,9 +499,9 @@ func putTimer(t *time.Timer) {
 	timers.Put(t)
 }
 
-// lost reports whether rd is an acquire that was decided and lost, so
+// Lost reports whether rd is an acquire that was decided and lost, so
 // that its queued requests need not be sent.
-func (rd *round) lost() bool {
+func (rd *round) Lost() bool {
 	if rd.op != opAcquire {
 		return false
 	}
@@ -424,7 +513,7 @@ func (rd *round) lost() bool {
 // errorLocked builds the error of a lost round. rd.mu must be held.
 func (rd *round) errorLocked(ctxErr error) *QuorumError {
 	e := &QuorumError{
-		Op: rd.op.op(), Keys: rd.keys, Quorum: rd.need, OK: rd.ok,
+		Op: opOf(rd.op), Keys: rd.keys, Quorum: rd.need, OK: rd.ok,
 		Nodes: append([]NodeResult(nil), rd.res...),
 	}
 	switch {
@@ -475,8 +564,8 @@ func (rd *round) errorLocked(ctxErr error) *QuorumError {
 // waits, bounded by the per-node timeout, under a context the caller's
 // cancellation cannot cut short. A release that fails, or that is still
 // in flight when the wait ends and then fails, is retried in the
-// background (cleanup.go).
-func (rd *round) releaseAll(nodes []*node, uncertain []bool) {
+// background (retryRelease).
+func (rd *round) releaseAll(nodes []*node.Node, uncertain []bool) {
 	var wg sync.WaitGroup
 	for k, nd := range nodes {
 		wg.Add(1)
@@ -486,27 +575,27 @@ func (rd *round) releaseAll(nodes []*node, uncertain []bool) {
 		}()
 	}
 	// Bounded here too: go-redis may not honour the context deadline.
-	waitTimeout(wg.Wait, rd.timeout)
+	node.WaitTimeout(wg.Wait, rd.timeout)
 }
 
 // release is the clean-up release of this acquire round's token on nd.
-// Its request gets at least ReleaseTimeout: it spends no validity, and a
+// Its request gets at least releaseTimeout: it spends no validity, and a
 // release cut at a per-node timeout of a few milliseconds on a loaded
 // machine would leave the key for its whole TTL. When it fails all the
-// same, it is retried in the background (cleanup.go).
+// same, it is retried in the background (retryRelease).
 //
 // uncertain says the acquire failed on nd (a timeout, a dropped
 // connection) rather than granting: it may still sit in the server's
 // socket and run after this release, which went out on another
 // connection. Then a release that found nothing is checked once more,
-// retryRecheck later.
-func (rd *round) release(nd *node, uncertain bool) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(rd.parent), max(rd.timeout, ReleaseTimeout))
+// node.RetryRecheck later.
+func (rd *round) release(nd *node.Node, uncertain bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(rd.parent), max(rd.timeout, releaseTimeout))
 	defer cancel()
 	// A clean-up, not an Unlock: no announcement, so that the releases of
 	// split votes do not wake every waiter into another split.
 	start := time.Now()
-	req := &request{op: opRelease, keys: rd.req.keys, token: rd.token, ttl: rd.ttl, prefix: rd.req.prefix, fam: rd.req.fam, userToken: rd.req.userToken}
+	req := &request{w: wire.Request{Op: opRelease, Token: rd.token, TTL: rd.ttl}, keys: rd.req.keys, prefix: rd.req.prefix, fam: rd.req.fam, userToken: rd.req.userToken}
 	rd.c.flights.add(1)
 	r := rd.c.exec(ctx, nd, req)
 	rd.c.flights.done()
@@ -514,11 +603,26 @@ func (rd *round) release(nd *node, uncertain bool) {
 		rd.observeCleanup(nd, r, time.Since(start))
 	}
 	switch {
-	case r.st == NodeFailed:
-		rd.c.retryRelease(nd, req, rd.ttl, r.err, 0)
-	case uncertain && r.st != NodeOK:
-		rd.c.retryRelease(nd, req, rd.ttl, nil, retryRecheck)
+	case r.St == wire.StatusFailed:
+		rd.c.retryRelease(nd, req, rd.ttl, r.Err, 0)
+	case uncertain && r.St != wire.StatusOK:
+		rd.c.retryRelease(nd, req, rd.ttl, nil, node.RetryRecheck)
 	}
+}
+
+// retryRelease hands req, a release that failed on nd, to nd's
+// background retries (node.Node.RetryRelease) until the key has expired
+// by itself: ttl, the TTL the released token was set with, plus drift.
+// err is the failure; with a positive recheck, req did not fail but
+// found nothing while the request it undoes may still land. Releases of
+// a closed go-redis client are dropped, and so are those of a token
+// given with WithToken, which a later lock may reuse: a retry sent after
+// it would delete that lock's key.
+func (c *Client) retryRelease(nd *node.Node, req *request, ttl time.Duration, err error, recheck time.Duration) {
+	if errors.Is(err, redis.ErrClosed) || req.userToken {
+		return
+	}
+	nd.RetryRelease(&req.w, req.keys, time.Now().Add(ttl+drift(ttl, c.cfg.driftFactor)), recheck)
 }
 
 // flights counts the releases in flight, for Close to wait for.

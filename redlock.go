@@ -4,8 +4,8 @@
 // A lock attempt sends SET-if-absent to every node at once and is won when
 // a majority (N/2+1) granted it and time is left: validity = ttl - elapsed
 // - drift, with drift = ttl*factor + 2ms (WithDriftFactor, default
-// DefaultDriftFactor = 0.01) and elapsed measured on the
-// monotonic clock from before the first request. A lost attempt releases
+// factor 0.01) and elapsed measured on the monotonic clock from before
+// the first request. A lost attempt releases
 // every node that may hold its token. MultiLock is the variant that needs
 // every node.
 //
@@ -37,6 +37,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/seed543a70bd/redlock/internal/node"
 )
 
 // Client acquires locks held on a majority of its nodes. It is safe for
@@ -44,7 +46,7 @@ import (
 // clients: closing them is the caller's job; one made by Dial does, and
 // its Close closes them.
 type Client struct {
-	nodes []*node
+	nodes []*node.Node
 	need  int
 	cfg   config
 
@@ -59,8 +61,8 @@ type Client struct {
 	closed    chan struct{} // closed by Close; nil for a zero Client
 	closeOnce sync.Once     // closes closed
 	flights   flights       // releases in flight (quorum.go), for Close
-	// g runs the client's goroutines: the nodes' pipe leaders (pipe.go)
-	// and release retry loops (cleanup.go); Close waits for it. goMu
+	// g runs the client's goroutines: the nodes' pipe leaders and
+	// release retry loops (internal/node); Close waits for it. goMu
 	// orders g.Go with Close: see spawn.
 	g    errgroup.Group
 	goMu sync.RWMutex
@@ -85,7 +87,16 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 // newClient returns a Client over clients that needs need votes (0: a
 // majority); owned says it closes the clients (Dial).
 func newClient(clients []redis.UniversalClient, need int, opts []Option, owned bool) (*Client, error) {
-	nodes, err := newNodes(clients)
+	c := &Client{closed: make(chan struct{})}
+	h := &node.Host{
+		Spawn:        c.spawn,
+		Closed:       c.closed,
+		Identified:   c.identified,
+		DroppedRetry: c.logDroppedRetry,
+		Jitter:       jitter,
+		FinalWait:    releaseTimeout,
+	}
+	nodes, err := newNodes(clients, h)
 	if err != nil {
 		return nil, err
 	}
@@ -103,11 +114,14 @@ func newClient(clients []redis.UniversalClient, need int, opts []Option, owned b
 		need = quorum(len(nodes))
 	}
 	if cfg.restartGuard > 0 {
-		if err := installGuards(nodes, cfg.restartGuard); err != nil {
-			return nil, err
+		for _, nd := range nodes {
+			if err := nd.InstallGuard(cfg.restartGuard); err != nil {
+				return nil, invalidf("%v", err)
+			}
 		}
 	}
-	c := &Client{nodes: nodes, need: need, cfg: cfg, closed: make(chan struct{})}
+	c.nodes, c.need, c.cfg = nodes, need, cfg
+	h.RetryTimeout = max(cfg.nodeTimeout, releaseTimeout)
 	if owned {
 		c.owned = clients
 	}
@@ -166,7 +180,7 @@ func (c *Client) callConfig(opts []Option) (*config, error) {
 // see WithNodeTimeout) or when ctx is done, whichever is first.
 //
 // Errors: ErrInvalid for a nil ctx, an empty key, or a ttl that leaves
-// less than MinValidity after drift; for a failed attempt, an error
+// less than 1ms of validity after drift; for a failed attempt, an error
 // matching ErrNotObtained and its reason: ErrContended (other owners hold
 // the key), ErrUnreachable (nodes failed), ErrExpired (won too late), or
 // ctx.Err() (ctx done: errors.Is(err, context.Canceled) works). Every
@@ -274,8 +288,8 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 			return nil, err
 		}
 	}
-	deadline := out.start.Add(ttl - drift(ttl, cfg.driftFactor))
-	if !time.Now().Before(deadline) {
+	dl := deadline(out.start, ttl, cfg.driftFactor)
+	if !time.Now().Before(dl) {
 		// Won, but no validity is left now: the first round waited for
 		// the first contacts of slow nodes, or a fencing round ran.
 		_ = l.Unlock(context.WithoutCancel(ctx))
@@ -284,7 +298,7 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 	// Set once the lock is the caller's: the Unlock of a win undone above
 	// does not report the end of a lock (see firstUnlockLocked).
 	l.acquired = out.start
-	l.deadline = deadline
+	l.deadline = dl
 	return l, nil
 }
 
@@ -303,7 +317,7 @@ func (c *Client) check(ctx context.Context, ttl time.Duration, cfg *config) erro
 		return invalidf("ttl must be positive, got %v", ttl)
 	}
 	if !checkTTL(ttl, cfg.driftFactor) {
-		return invalidf("ttl %v leaves no validity after drift %v (need at least %v)", ttl, drift(max(ttl, 0), cfg.driftFactor), MinValidity)
+		return invalidf("ttl %v leaves no validity after drift %v (need at least %v)", ttl, drift(max(ttl, 0), cfg.driftFactor), minValidity)
 	}
 	if p := c.dupErr.Load(); p != nil {
 		return *p
@@ -322,4 +336,78 @@ func (c *config) newToken() (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b[:]), nil
+}
+
+// spawn runs f on a goroutine of the client's group, which Close waits
+// for. After Close it runs f on a goroutine of its own when always is
+// set (the pipe leaders of the rounds still allowed: Extend, Unlock), and
+// not at all otherwise (retry loops), and reports whether it ran f. goMu
+// makes every g.Go happen before Close's Wait: a Wait does not race an
+// Add of the same group.
+func (c *Client) spawn(f func() error, always bool) bool {
+	c.goMu.RLock()
+	if !c.isClosed() {
+		c.g.Go(f)
+		c.goMu.RUnlock()
+		return true
+	}
+	c.goMu.RUnlock()
+	if always {
+		go func() { _ = f() }()
+	}
+	return always
+}
+
+// isClosed reports whether Close was called.
+func (c *Client) isClosed() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// closeWait bounds Close's wait for the retry loops' last attempts.
+const closeWait = 2 * releaseTimeout
+
+// Close ends the client's background work and waits for it, so that a
+// process may exit right after it: the releases still in flight (see
+// Unlock) get up to 250ms to be answered, then the releases still being
+// retried get one last attempt each, bounded by 250ms per node, and are
+// dropped; their keys expire with their TTL. Close returns within about
+// 750ms in all, even when a stalled node holds a request of a go-redis
+// client that has no read timeout (that request's goroutine then ends
+// with it). Locks already held can still be extended and unlocked, but a
+// release that fails after Close is not retried, and new acquisitions
+// return an error matching ErrClosed (and ErrInvalid). It closes the
+// go-redis clients of a Client made by Dial, last, and not those given
+// to New. Close is idempotent and returns nil; on a nil or zero Client
+// it does nothing.
+func (c *Client) Close() error {
+	if c == nil || c.closed == nil {
+		return nil
+	}
+	c.flights.wait(releaseTimeout)
+	c.goMu.Lock()
+	c.closeOnce.Do(func() { close(c.closed) })
+	c.goMu.Unlock()
+	// Every goroutine of the group (pipe leaders, retry loops) was
+	// started before this Wait. Bounded: a node whose go-redis client
+	// has no read timeout and does not honour context deadlines can hold
+	// a request forever; the retry loops' last attempts are bounded by
+	// releaseTimeout each.
+	node.WaitTimeout(func() { _ = c.g.Wait() }, closeWait) // its goroutines return nil: failures are outcomes
+	c.ownedOnce.Do(func() { closeClients(c.owned) })
+	return nil
+}
+
+// pendingReleases returns how many releases wait for a retry, over
+// every node.
+func (c *Client) pendingReleases() int {
+	n := 0
+	for _, nd := range c.nodes {
+		n += nd.PendingReleases()
+	}
+	return n
 }

@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
 // lock retries tryLock with jittered delays until it wins, ctx is done or
@@ -99,7 +101,7 @@ func waitEnded(last, ctxErr error) error {
 }
 
 // writerMark is how long a Lock attempt that readers refused marks the
-// key (acquire.lua): new readers are refused until then, and each attempt
+// key (key/acquire.lua): new readers are refused until then, and each attempt
 // renews the mark. Three mean retry delays (at least 100ms) plus the
 // per-node timeout nodeTimeout: longer than the widest gap between
 // attempts (jitter's 1.5 delays, plus an attempt, which a silent node
@@ -160,4 +162,24 @@ func jitter(d time.Duration) time.Duration {
 		return math.MaxInt64
 	}
 	return d/2 + j
+}
+
+// foreignBlocked reports whether err is a lost round in which more
+// nodes failed with WRONGTYPE than the quorum can spare: values that
+// none of our kinds writes sit at the lock's keys (see internal/wire). Those
+// are the nodes' answers, not an outage: no retry can win until someone
+// removes the values, so Lock returns the error rather than wait for
+// them.
+func foreignBlocked(err error) bool {
+	var qe *QuorumError
+	if !errors.As(err, &qe) {
+		return false
+	}
+	n := 0
+	for _, r := range qe.Nodes {
+		if r.Status == NodeFailed && wire.IsWrongType(r.Err) {
+			n++
+		}
+	}
+	return n > len(qe.Nodes)-qe.Quorum
 }

@@ -16,7 +16,7 @@ import (
 // round per lock. One goroutine waits for the earliest entry; when it
 // falls due, every entry due by then (and those due soon after, see
 // coalesce) is extended in one tick: one batched request per node
-// (batch.go), whose reply says, lock by lock, what the node did. Each
+// (extend_batch.go), whose reply says, lock by lock, what the node did. Each
 // lock's round is decided and applied as its own Extend would be.
 //
 // Priority and backlog. A tick sends its locks closest-deadline first,

@@ -7,26 +7,6 @@ import (
 	"time"
 )
 
-var (
-	// ErrLockLost is what Lock.Err and Do return once a held lock could no
-	// longer be proven held: its validity ran out before an extension
-	// reached a quorum, or an extension found the key gone or taken on
-	// too many nodes. It matches ErrNotHeld.
-	ErrLockLost error = &causeError{msg: "redlock: lock lost", errs: []error{ErrNotHeld}}
-
-	// ErrReleased is what Lock.Err returns after Unlock; Extend's error
-	// after Unlock matches it too.
-	ErrReleased = errors.New("redlock: released")
-
-	// ErrHoldLimit is joined to ErrLockLost when auto-extension stopped
-	// because WithMaxExtensions or WithMaxHold was reached.
-	ErrHoldLimit = errors.New("redlock: hold limit reached")
-
-	// ErrAlreadyExtending is returned by AutoExtend on a lock that is
-	// already auto-extended: an earlier AutoExtend's ctx is not done yet.
-	ErrAlreadyExtending = errors.New("redlock: auto-extension already running")
-)
-
 // watch tracks the end of a lock's life: Done's channel, the expiry timer,
 // and the lock's entry in the client's scheduler when auto-extended.
 type watch struct {
@@ -52,12 +32,12 @@ type watch struct {
 	onEnd func(error)
 }
 
-// MinLossMargin is the floor of the loss margin: Done closes at least
+// minLossMargin is the floor of the loss margin: Done closes at least
 // this long before Validity reaches 0 (unless that is more than a
 // quarter of the TTL), however short the per-node timeout. It covers the
 // lateness of timers and the scheduler on a loaded machine, so that
 // Done never closes after the deadline because a timer fired late.
-const MinLossMargin = 20 * time.Millisecond
+const minLossMargin = 20 * time.Millisecond
 
 // w returns the lock's watch, creating it (and arming the expiry timer)
 // on first use. l.mu must be held.
@@ -75,7 +55,7 @@ func (l *Lock) watchLocked() *watch {
 
 // lossMarginLocked is how long before its deadline a lock that no
 // extension has carried further is reported lost (see Done): the
-// per-node timeout for its TTL, at least MinLossMargin, and at most
+// per-node timeout for its TTL, at least minLossMargin, and at most
 // TTL/4, so that auto-extension, which starts at TTL/2 left, has time
 // for its retries. An extension started later could not be known to
 // succeed before Validity ends, and the holder is left the margin to
@@ -84,7 +64,7 @@ func (l *Lock) lossMarginLocked() time.Duration {
 	if l.cfg == nil {
 		return 0 // a zero Lock
 	}
-	return min(max(l.cfg.timeoutFor(l.ttl), MinLossMargin), l.ttl/4)
+	return min(max(l.cfg.timeoutFor(l.ttl), minLossMargin), l.ttl/4)
 }
 
 // armLocked (re)arms what ends the watch when Validity falls to the loss
@@ -158,7 +138,7 @@ func (l *Lock) finishLocked(err error) {
 // *Lock it returns a closed channel.
 //
 // The loss margin is the per-node timeout for the lock's TTL (see
-// WithNodeTimeout), at least MinLossMargin (20ms) and at most TTL/4:
+// WithNodeTimeout), at least 20ms and at most TTL/4:
 // Done closes that long before Validity reaches 0, not at it, because an
 // extension started later could not be known to succeed in time, the
 // holder needs a moment to stop, and a timer may fire late on a loaded
@@ -364,8 +344,8 @@ func (l *Lock) stopWatch(err error) {
 // fn. Options apply to the acquisition and the extensions.
 //
 // When fn panics (or calls runtime.Goexit), Do releases the lock first,
-// as after a return (the release is detached from ctx and bounded by
-// ReleaseTimeout), stops the extension, and lets the panic go on to the
+// as after a return (the release is detached from ctx and waits for
+// its nodes at least 250ms), stops the extension, and lets the panic go on to the
 // caller unchanged: a panicking fn never leaves the lock held.
 func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...Option) error {
 	if fn == nil {

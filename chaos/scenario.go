@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seed543a70bd/redlock"
 )
 
 // Expect is what a scenario expects the checker to find.
@@ -54,11 +55,8 @@ func (p *Params) defaults() {
 // nodeTimeout is the library's default per-node timeout for p.TTL.
 func (p Params) nodeTimeout() time.Duration { return nodeTimeoutFor(p.TTL) }
 
-// nodeTimeoutFor is the library's default per-node timeout for ttl:
-// ttl/20 clamped to [5ms, 200ms].
-func nodeTimeoutFor(ttl time.Duration) time.Duration {
-	return min(max(ttl/20, 5*time.Millisecond), 200*time.Millisecond)
-}
+// nodeTimeoutFor is the library's default per-node timeout for ttl.
+func nodeTimeoutFor(ttl time.Duration) time.Duration { return redlock.DefaultNodeTimeout(ttl) }
 
 // guard is the delay of a delayed restart and the restart guard: longer
 // than any TTL in use.

@@ -96,7 +96,7 @@ func netFault(cut bool) func(ctx context.Context, e *env) error {
 // as real time, mid-lock, while three greedy clients hold one key to the
 // end of their validity and let it expire, so that only the nodes'
 // expiry decides when the next client gets it. Within the drift allowance
-// (DefaultDriftFactor, 1%) the keys outlive every holder's validity;
+// (the default drift factor, 1%) the keys outlive every holder's validity;
 // beyond it they expire on a majority while the holder still believes
 // it holds the lock, and the next client takes it.
 func skew(rate float64) func(ctx context.Context, e *env) error {

@@ -24,9 +24,9 @@ import (
 )
 
 // stressSlack is the margin every call gets beyond what its documentation
-// bounds it by: a round waits for its nodes at most max(per-node timeout,
-// FirstContactTimeout or ReleaseTimeout) = roundWait; an acquisition may
-// run up to four such waits (the round, the clean-up of a lost one, a
+// bounds it by: a round waits for its nodes at most max(per-node
+// timeout, the library's first-contact or release wait, 250ms) =
+// roundWait; an acquisition may run up to four such waits (the round, the clean-up of a lost one, a
 // fenced acquisition's second round and its release), plus, for Lock, the
 // time its ctx gives it; Extend and Unlock one. CI runs this on a loaded
 // 2-core machine under -race, hence a whole second.
@@ -44,18 +44,18 @@ type stressLocker struct {
 		Do(ctx context.Context, key string, ttl time.Duration, fn func(context.Context) error, opts ...redlock.Option) error
 	}
 	client      *redlock.Client // acq, when it is a Client (the lock family is the Client's); nil for a MultiLock
-	nodeTimeout time.Duration   // 0: the default, ttl/20 clamped to [5ms, 200ms]
+	nodeTimeout time.Duration   // 0: the default, redlock.DefaultNodeTimeout
 }
 
 // roundWait is the longest a round of this locker waits for its nodes
-// for a lock of ttl: its per-node timeout, or FirstContactTimeout and
-// ReleaseTimeout (equal) when longer.
+// for a lock of ttl: its per-node timeout, or the library's first-contact
+// and release waits (250ms each) when longer.
 func (lk *stressLocker) roundWait(ttl time.Duration) time.Duration {
 	nt := lk.nodeTimeout
 	if nt == 0 {
-		nt = min(max(ttl/20, 5*time.Millisecond), 200*time.Millisecond)
+		nt = redlock.DefaultNodeTimeout(ttl)
 	}
-	return max(nt, redlock.FirstContactTimeout, redlock.ReleaseTimeout)
+	return max(nt, 250*time.Millisecond) // the first-contact and release waits
 }
 
 // stressRun is one TestStress run: its nodes, lockers, keys, history and

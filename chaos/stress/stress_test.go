@@ -584,7 +584,7 @@ func (s *stressRun) do(ctx context.Context, id int, rng *rand.Rand, lk *stressLo
 		// A ctx that never ends, as a service's background job might
 		// pass: only the lock's loss or fn's return may stop the
 		// auto-extension, and the retry budget bounds the wait.
-		cctx, until = context.Background(), 3*(4*lk.roundWait(ttl)+2*redlock.DefaultRetryDelay)
+		cctx, until = context.Background(), 3*(4*lk.roundWait(ttl)+2*50*time.Millisecond) // 50ms: Lock's default retry delay
 		opts = []redlock.Option{redlock.WithMaxTries(3)}
 	}
 	d := time.Duration(rng.Int64N(int64(1500 * time.Millisecond)))

@@ -104,8 +104,7 @@ func (c *runConfig) effectiveNodeTimeout() time.Duration {
 	if c.nodeTimeout > 0 {
 		return c.nodeTimeout
 	}
-	// The library's default: ttl/20 clamped to [5ms, 200ms].
-	return min(max(c.ttl/20, 5*time.Millisecond), 200*time.Millisecond)
+	return redlock.DefaultNodeTimeout(c.ttl)
 }
 
 // errSignal cancels the wait for the lock when a signal arrives.

@@ -168,7 +168,7 @@ func TestLockExtendUnlock(t *testing.T) {
 	}
 	// Only op "lock" is exact: on fresh nodes the Extend's last reply
 	// can be NOSCRIPT when it shares a pipeline with the Unlock that
-	// follows (pipe.go does not rerun it after a later request of the
+	// follows (internal/node/pipeline.go does not rerun it after a later request of the
 	// same token), which counts as a node error of op "extend".
 	if got := gather(t, m, "redlock_node_errors_total", map[string]string{"op": "lock"}); len(got) != 0 {
 		t.Errorf("redlock_node_errors_total{op=lock} series: want 0, got %d", len(got))

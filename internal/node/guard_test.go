@@ -1,4 +1,4 @@
-package redlock
+package node
 
 import (
 	"context"
@@ -84,8 +84,8 @@ func TestGuardRunIDChangeRefusesFromSeen(t *testing.T) {
 	h.runID.Store("0000000000000000000000000000000000000new")
 	rc.AddHook(h)
 	const d = time.Minute
-	nd := &node{c: rc, addr: rc.Options().Addr}
-	g := &nodeGuard{d: d, dials: dialCounterOf(rc)}
+	nd := &Node{C: rc, Addr: rc.Options().Addr}
+	g := &guard{d: d, dials: dialCounterOf(rc)}
 	nd.guard = g
 	ctx := context.Background()
 
@@ -107,7 +107,7 @@ func TestGuardRunIDChangeRefusesFromSeen(t *testing.T) {
 	require.ErrorIs(t, g.young(time.Now()), ErrNodeRestarted)
 
 	// Without a witnessed change the uptime is all we know: the node votes.
-	g2 := &nodeGuard{d: d, dials: g.dials}
+	g2 := &guard{d: d, dials: g.dials}
 	_, err = g2.refresh(ctx, nd, time.Now())
 	require.NoError(t, err)
 	require.NoError(t, g2.young(time.Now()))

@@ -1,14 +1,15 @@
-package redlock
+package node
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
 // A node's requests go through its pipe. While a request (or a batch) is
@@ -18,11 +19,11 @@ import (
 // goroutine that runs a node's requests (its leader) is one of the
 // client's errgroup (Close waits for the group). It keeps going until the
 // queue is empty, so queued requests cost neither a goroutine nor a
-// channel; then it parks for up to leaderLinger, and the next request of
+// channel; then it parks for up to LeaderLinger, and the next request of
 // an idle node wakes it rather than start a goroutine. A fresh goroutine
 // per request cost more than the wake-up: its stack grew (copied) two or
 // three times in go-redis on every request, 20% of the client's CPU in
-// an uncontended Lock+Unlock. A leader idle for leaderLinger ends, so an
+// an uncontended Lock+Unlock. A leader idle for LeaderLinger ends, so an
 // idle client, even one never closed, keeps no goroutine.
 //
 // A pipe also orders a node's requests: they are executed in the order
@@ -35,12 +36,24 @@ import (
 // next request goes out on another connection. Such requests are
 // treated as possibly landed, and released again.
 
-// job is one node's part of a round, or a batch of extensions (batch.go).
-type job struct {
-	rd  *round
-	bt  *batchJob // a batch: rd is nil
-	i   int       // the node's index in the round
-	ctx context.Context
+// Round is what a job reports its node's reply to: one round of the
+// host (the quorum).
+type Round interface {
+	// Report records node i's reply, once per job.
+	Report(i int, r wire.Reply)
+	// Lost reports whether the round is an acquire decided and lost, so
+	// that its queued requests need not be sent.
+	Lost() bool
+}
+
+// Job is one node's part of a round, or a batch of extensions (Batch).
+type Job struct {
+	R       Round
+	Req     *wire.Request // R's request, prepared for every node
+	B       *Batch        // a batch: R and Req are nil
+	I       int           // the node's index in the round
+	Ctx     context.Context
+	Timeout time.Duration // the round's per-node timeout; a batch's first lock's
 }
 
 // pipe queues the jobs of one node; see above.
@@ -48,8 +61,8 @@ type pipe struct {
 	mu     sync.Mutex
 	busy   bool  // a leader is running
 	parked bool  // a leader waits for work on wake
-	queue  []job // waiting for the next batch
-	spare  []job // the previous batch's slice, for reuse
+	queue  []Job // waiting for the next batch
+	spare  []Job // the previous batch's slice, for reuse
 	// wake hands work to a parked leader: sent once by the submit that
 	// clears parked, so that it never blocks (capacity 1).
 	wake chan struct{}
@@ -70,14 +83,21 @@ type pipe struct {
 // that has not answered for the round's per-node timeout, with a full
 // queue, fails the request at once (silentError): it could not answer
 // within that timeout any more. Extension batches of the scheduler
-// (batch.go) do not wait, which would hold every other lock's
+// (Batch) do not wait, which would hold every other lock's
 // extensions up: they queue past the bound, a few per tick and node.
 
-// leaderLinger is how long an idle node's leader waits for the next
+// LeaderLinger is how long an idle node's leader waits for the next
 // request before it ends.
-const leaderLinger = 250 * time.Millisecond
+const LeaderLinger = 250 * time.Millisecond
 
-// submit hands j to nd: to the running leader's next batch when nd is
+// Queued returns how many requests wait in nd's queue.
+func (nd *Node) Queued() int {
+	nd.pipe.mu.Lock()
+	defer nd.pipe.mu.Unlock()
+	return len(nd.pipe.queue)
+}
+
+// Submit hands j to nd: to the running leader's next batch when nd is
 // busy, else to its parked leader, else to a new leader on a goroutine
 // of the client's group. Rounds call it in node order from their own
 // goroutine, so a node sees a caller's requests in the order the caller
@@ -87,18 +107,18 @@ const leaderLinger = 250 * time.Millisecond
 // when there may be room, and j is not taken: the round waits and calls
 // submit again (waitRoom). A full queue behind a request that nd has
 // not answered for j's per-node timeout fails j at once, unsent.
-func (c *Client) submit(nd *node, j job) (full <-chan struct{}) {
+func (nd *Node) Submit(j Job) (full <-chan struct{}) {
 	p := &nd.pipe
 	p.mu.Lock()
 	if p.busy {
 		if len(p.queue) >= maxQueue {
-			if silent := time.Since(p.since); silent >= j.timeout() {
+			if silent := time.Since(p.since); silent >= j.Timeout {
 				n := len(p.queue)
 				p.mu.Unlock()
 				j.fail(nd, &silentError{silent: silent, queued: n})
 				return nil
 			}
-			if j.bt == nil {
+			if j.B == nil {
 				if p.room == nil {
 					p.room = make(chan struct{})
 				}
@@ -124,80 +144,37 @@ func (c *Client) submit(nd *node, j job) (full <-chan struct{}) {
 		p.wake = make(chan struct{}, 1)
 	}
 	p.mu.Unlock()
-	c.spawn(func() error {
-		c.lead(nd, j)
+	nd.h.Spawn(func() error {
+		nd.lead(j)
 		return nil // a node's failure is an outcome, not a group error
 	}, true)
 	return nil
 }
 
-// waitRoom submits the requests of rd to the nodes listed in full, whose
-// queues were full (see submit), in node order, each as soon as its
-// queue has room. It gives up on a node, reporting its request failed
-// and unsent, when rd is decided (a release left out is retried in the
-// background, cleanup.go), when ctx ends, or when timer, the round's
-// wait, fires; it reports whether the timer fired.
-func (c *Client) waitRoom(rd *round, full []int, rooms []<-chan struct{}, ctx context.Context, timer *time.Timer) (fired bool) {
-	for k, i := range full {
-		nd := c.nodes[i]
-		j := job{rd: rd, i: i, ctx: ctx}
-		room := rooms[k]
-		var err error
-		for room != nil && err == nil && !fired {
-			select {
-			case <-room:
-				room = c.submit(nd, j)
-			case <-rd.done:
-				err = errNotSentDecided
-			case <-ctx.Done():
-				err = nodeErr(ctx, ctx.Err())
-			case <-timer.C:
-				fired = true
-			}
-		}
-		if fired {
-			err = errRoomTimeout
-		}
-		if err != nil {
-			rd.report(i, reply{st: NodeFailed, err: err, unsent: true})
-		}
-	}
-	return fired
-}
-
-// timeout is the per-node timeout of j's round, or of the first lock of
-// its batch.
-func (j job) timeout() time.Duration {
-	if j.bt != nil {
-		return j.bt.items[0].rd.timeout
-	}
-	return j.rd.timeout
-}
-
 // fail reports j failed on nd with err, unsent.
-func (j job) fail(nd *node, err error) {
-	r := reply{st: NodeFailed, err: err, unsent: true}
-	if j.bt != nil {
-		j.bt.fail(nd, r)
+func (j Job) fail(nd *Node, err error) {
+	r := wire.Reply{St: wire.StatusFailed, Err: err, Unsent: true}
+	if j.B != nil {
+		j.B.fail(nd, r)
 		return
 	}
-	j.rd.report(j.i, r)
+	j.R.Report(j.I, r)
 }
 
 // lead runs j, then batches of queued jobs until none is left, then
 // parks (see park) and starts over when woken.
-func (c *Client) lead(nd *node, j job) {
+func (nd *Node) lead(j Job) {
 	p := &nd.pipe
-	var lc leaderConn // the leader's own connection (node.go)
+	var lc leaderConn // the leader's own connection (leaderconn.go)
 	defer lc.drop()
-	c.runJob(nd, &lc, j)
+	nd.runJob(&lc, j)
 	var idle parkTimer // park's
 	for {
 		p.mu.Lock()
 		batch := p.queue
 		if len(batch) == 0 {
 			p.busy = false
-			if c.isClosed() {
+			if nd.isClosed() {
 				// After Close: a leader of the last Extends and Unlocks
 				// (see spawn), which must not wait for more.
 				p.mu.Unlock()
@@ -206,7 +183,7 @@ func (c *Client) lead(nd *node, j job) {
 			}
 			p.parked = true
 			p.mu.Unlock()
-			if !c.park(p, &idle, &lc, time.Now()) {
+			if !nd.park(p, &idle, &lc, time.Now()) {
 				return
 			}
 			continue
@@ -220,9 +197,9 @@ func (c *Client) lead(nd *node, j job) {
 		p.mu.Unlock()
 
 		if len(batch) == 1 {
-			c.runJob(nd, &lc, batch[0])
+			nd.runJob(&lc, batch[0])
 		} else {
-			c.runBatch(nd, &lc, batch)
+			nd.runBatch(&lc, batch)
 		}
 		clear(batch) // drop the rounds for the collector
 
@@ -235,41 +212,41 @@ func (c *Client) lead(nd *node, j job) {
 }
 
 // park waits, parked since last, for a submit to hand the leader work
-// (true), for up to leaderLinger, or until Close (false: the leader
+// (true), for up to LeaderLinger, or until Close (false: the leader
 // ends, and the next submit starts a new one).
 //
 // The leader's own connection, if it holds one, goes back to the pool
 // once the leader has been parked for leaderConnIdle, which the timer
 // checks every leaderConnCheck: a parked leader that kept it for the
-// whole of leaderLinger kept it from the pool's other users (with a few
-// Clients on one small go-redis pool, the parked leaders of some took
-// every connection, and another's requests waited past the node
-// timeout: TestAdvTxIdleLeadersGiveBack).
+// whole of LeaderLinger kept it from the pool's other users (with a few
+// Clients on one small go-redis pool, the parked leaders of some would
+// take every connection, and another's requests wait past the node
+// timeout).
 //
 // One timer serves both (see parkTimer), re-armed only when it fires
 // or when a connection is taken: resetting it on every park would cost
 // more than the park, and so did a second timer in the select, checked
-// every 5ms (about 15% more p50 on back-to-back calls, 4 interleaved
-// runs; see leaderConnCheck for the check's own cost).
-func (c *Client) park(p *pipe, idle *parkTimer, lc *leaderConn, last time.Time) bool {
+// every 5ms (about 15% more p50 on back-to-back calls; see
+// leaderConnCheck for the check's own cost).
+func (nd *Node) park(p *pipe, idle *parkTimer, lc *leaderConn, last time.Time) bool {
 	t := idle.arm(lc.holds())
 	for {
 		select {
 		case <-p.wake:
 			return true
-		case <-c.closed:
+		case <-nd.h.Closed:
 		case <-t.C:
 			parked := time.Since(last)
 			if lc.holds() && parked >= leaderConnIdle {
 				lc.drop() // idle: see leaderConn
 			}
-			if d := leaderLinger - parked; d > 0 {
+			if d := LeaderLinger - parked; d > 0 {
 				idle.reset(d, lc.holds())
 				continue
 			}
 			// Spent: armed again at once, also when the leader goes on
 			// below, or its next park would wait without one.
-			idle.reset(leaderLinger, false)
+			idle.reset(LeaderLinger, false)
 		}
 		p.mu.Lock()
 		if !p.parked {
@@ -286,7 +263,7 @@ func (c *Client) park(p *pipe, idle *parkTimer, lc *leaderConn, last time.Time) 
 	}
 }
 
-// parkTimer is a leader's park timer: due at leaderLinger after a park
+// parkTimer is a leader's park timer: due at LeaderLinger after a park
 // began, or sooner, every leaderConnCheck, while the leader holds a
 // connection of its own.
 type parkTimer struct {
@@ -299,8 +276,8 @@ type parkTimer struct {
 // it is due later than that.
 func (pt *parkTimer) arm(held bool) *time.Timer {
 	if pt.t == nil {
-		pt.t = time.NewTimer(leaderLinger)
-		pt.reset(leaderLinger, held)
+		pt.t = time.NewTimer(LeaderLinger)
+		pt.reset(LeaderLinger, held)
 	} else if held && time.Until(pt.at) > leaderConnCheck {
 		pt.reset(leaderConnCheck, false)
 	}
@@ -324,68 +301,68 @@ func (pt *parkTimer) stop() {
 }
 
 // runJob runs one job on its own and reports it to its round.
-func (c *Client) runJob(nd *node, lc *leaderConn, j job) {
-	if j.bt != nil {
-		c.execBatch(nd, j.bt) // through the pool: a batch alone is rare
+func (nd *Node) runJob(lc *leaderConn, j Job) {
+	if j.B != nil {
+		nd.execBatch(j.B) // through the pool: a batch alone is rare
 		return
 	}
-	if j.rd.lost() {
-		j.rd.report(j.i, reply{st: NodeFailed, err: errRoundLost, unsent: true})
+	if j.R.Lost() {
+		j.R.Report(j.I, wire.Reply{St: wire.StatusFailed, Err: errRoundLost, Unsent: true})
 		return
 	}
-	j.rd.report(j.i, c.execVia(j.ctx, nd, j.rd.req, lc))
+	j.R.Report(j.I, nd.execVia(j.Ctx, j.Req, lc))
 }
 
 // runBatch sends jobs in one pipeline and reports each to its round, in
 // order. A job whose ctx is already done is reported failed unsent.
-func (c *Client) runBatch(nd *node, lc *leaderConn, jobs []job) {
+func (nd *Node) runBatch(lc *leaderConn, jobs []Job) {
 	if !nd.identified.Load() {
 		// Rare (a node not reached yet): the single path identifies it.
 		for _, j := range jobs {
-			c.runJob(nd, lc, j)
+			nd.runJob(lc, j)
 		}
 		return
 	}
-	reps := make([]reply, len(jobs))
+	reps := make([]wire.Reply, len(jobs))
 	sent := make([]time.Time, len(jobs))
 	cmds := make([]*redis.Cmd, len(jobs))
 	live := 0
 	for k, j := range jobs {
-		if err := j.ctx.Err(); err != nil {
-			reps[k] = reply{st: NodeFailed, err: nodeErr(j.ctx, err), unsent: true}
+		if err := j.Ctx.Err(); err != nil {
+			reps[k] = wire.Reply{St: wire.StatusFailed, Err: NodeErr(j.Ctx, err), Unsent: true}
 			continue
 		}
-		if j.bt != nil {
-			var rep *reply
-			if sent[k], rep = c.before(nd, batchProbe); rep != nil {
+		if j.B != nil {
+			var rep *wire.Reply
+			if sent[k], rep = nd.before(batchProbe); rep != nil {
 				reps[k] = *rep
 				continue
 			}
-			cmds[k] = redis.NewCmd(j.ctx, j.bt.args(false)...)
+			cmds[k] = redis.NewCmd(j.Ctx, wire.BatchArgs(j.B.Argv, false)...)
 			live++
 			continue
 		}
-		if j.rd.lost() {
-			reps[k] = reply{st: NodeFailed, err: errRoundLost, unsent: true}
+		if j.R.Lost() {
+			reps[k] = wire.Reply{St: wire.StatusFailed, Err: errRoundLost, Unsent: true}
 			continue
 		}
-		var rep *reply
-		if sent[k], rep = c.before(nd, j.rd.req); rep != nil {
+		var rep *wire.Reply
+		if sent[k], rep = nd.before(j.Req); rep != nil {
 			reps[k] = *rep
 			continue
 		}
-		cmds[k] = redis.NewCmd(j.ctx, j.rd.req.args(nd.idx)...)
+		cmds[k] = redis.NewCmd(j.Ctx, j.Req.Args(nd.Idx)...)
 		live++
 	}
 	if live > 0 {
-		c.sendBatch(nd, lc, jobs, cmds, reps, sent)
+		nd.sendBatch(lc, jobs, cmds, reps, sent)
 	}
 	for k, j := range jobs {
 		switch {
-		case j.bt == nil:
-			j.rd.report(j.i, reps[k])
+		case j.B == nil:
+			j.R.Report(j.I, reps[k])
 		case cmds[k] == nil: // refused before sending
-			j.bt.fail(nd, reps[k])
+			j.B.fail(nd, reps[k])
 		default:
 			// Delivered by sendBatch.
 		}
@@ -403,7 +380,7 @@ func (c *Client) runBatch(nd *node, lc *leaderConn, jobs []job) {
 // is reported taken otherwise. The batch goes through the leader's own
 // connection lc, and once more through the pool when that connection
 // was closed under it (see leaderConn).
-func (c *Client) sendBatch(nd *node, lc *leaderConn, jobs []job, cmds []*redis.Cmd, reps []reply, sent []time.Time) {
+func (nd *Node) sendBatch(lc *leaderConn, jobs []Job, cmds []*redis.Cmd, reps []wire.Reply, sent []time.Time) {
 	// The batch serves several rounds: it must not fail because one of
 	// their contexts ends (each round is bounded by its own timer), nor
 	// carry one caller's values into the others' requests: a go-redis
@@ -417,8 +394,8 @@ func (c *Client) sendBatch(nd *node, lc *leaderConn, jobs []job, cmds []*redis.C
 			continue
 		}
 		if first == nil {
-			first = jobs[k].ctx
-		} else if jobs[k].ctx != first {
+			first = jobs[k].Ctx
+		} else if jobs[k].Ctx != first {
 			shared = true
 		}
 	}
@@ -444,13 +421,13 @@ func (c *Client) sendBatch(nd *node, lc *leaderConn, jobs []job, cmds []*redis.C
 		for k, cmd := range cmds {
 			switch {
 			case cmd == nil:
-			case jobs[k].bt != nil:
-				cmds[k] = redis.NewCmd(jobs[k].ctx, jobs[k].bt.args(false)...)
+			case jobs[k].B != nil:
+				cmds[k] = redis.NewCmd(jobs[k].Ctx, wire.BatchArgs(jobs[k].B.Argv, false)...)
 			default:
-				cmds[k] = redis.NewCmd(jobs[k].ctx, jobs[k].rd.req.pristine()...)
+				cmds[k] = redis.NewCmd(jobs[k].Ctx, jobs[k].Req.Pristine()...)
 			}
 		}
-		s, own = nd.c, false
+		s, own = nd.C, false
 		panicked = send(s)
 	}
 	if own && panicked != nil {
@@ -460,54 +437,54 @@ func (c *Client) sendBatch(nd *node, lc *leaderConn, jobs []job, cmds []*redis.C
 		if cmd == nil {
 			continue
 		}
-		if b := jobs[k].bt; b != nil {
+		if b := jobs[k].B; b != nil {
 			if panicked != nil {
-				b.fail(nd, reply{st: NodeFailed, err: fmt.Errorf("redlock: malformed reply: go-redis panicked: %v", panicked)})
+				b.fail(nd, wire.Reply{St: wire.StatusFailed, Err: fmt.Errorf("redlock: malformed reply: go-redis panicked: %v", panicked)})
 				continue
 			}
 			res, err := cmd.Result()
-			if isNoScript(err) {
+			if wire.IsNoScript(err) {
 				// Extensions only touch what exists: out of order is
 				// harmless.
-				res, err = nd.c.Do(bctx, b.args(true)...).Result()
+				res, err = nd.C.Do(bctx, wire.BatchArgs(b.Argv, true)...).Result()
 			}
-			c.deliver(nd, b, res, err, sent[k])
+			nd.deliver(b, res, err, sent[k])
 			if own && err != nil {
 				// The rest of the batch has its replies already; what
 				// it still sends (a script run again) goes through the
 				// pool, not the connection given back.
 				lc.drop()
-				s, own = nd.c, false
+				s, own = nd.C, false
 			}
 			continue
 		}
-		req := jobs[k].rd.req
+		req := jobs[k].Req
 		if panicked != nil {
-			reps[k] = reply{st: NodeFailed, err: fmt.Errorf("redlock: malformed reply: go-redis panicked: %v", panicked)}
+			reps[k] = wire.Reply{St: wire.StatusFailed, Err: fmt.Errorf("redlock: malformed reply: go-redis panicked: %v", panicked)}
 			continue
 		}
 		res, err := cmd.Result()
-		if isNoScript(err) {
+		if wire.IsNoScript(err) {
 			if laterSameToken(jobs, cmds, k) {
-				reps[k] = reply{st: NodeFailed, err: fmt.Errorf("redlock: script not cached on the node and not retried out of order: %w", err)}
+				reps[k] = wire.Reply{St: wire.StatusFailed, Err: fmt.Errorf("redlock: script not cached on the node and not retried out of order: %w", err)}
 				continue
 			}
-			res, err = c.eval(jobs[k].ctx, s, req)
+			res, err = eval(jobs[k].Ctx, s, req)
 		}
-		if req.setnx {
+		if req.Setnx {
 			if err == redis.Nil && laterSameToken(jobs, cmds, k) {
 				// Refused, and a later request with our token (the
 				// lock's release) already ran: what the key held is
 				// settled, and the script would run out of order.
-				reps[k] = reply{st: NodeTaken}
+				reps[k] = wire.Reply{St: wire.StatusTaken}
 				continue
 			}
-			res, err = c.setReply(jobs[k].ctx, s, req, res, err)
+			res, err = setReply(jobs[k].Ctx, s, req, res, err)
 		}
-		reps[k] = c.after(jobs[k].ctx, nd, req, res, err, sent[k])
-		if own && reps[k].st == NodeFailed {
+		reps[k] = nd.after(jobs[k].Ctx, req, res, err, sent[k])
+		if own && reps[k].St == wire.StatusFailed {
 			lc.drop() // as above
-			s, own = nd.c, false
+			s, own = nd.C, false
 		}
 	}
 }
@@ -524,9 +501,9 @@ func firstErr(cmds []*redis.Cmd) error {
 
 // laterSameToken reports whether a request after k in the batch was
 // sent with k's token.
-func laterSameToken(jobs []job, cmds []*redis.Cmd, k int) bool {
+func laterSameToken(jobs []Job, cmds []*redis.Cmd, k int) bool {
 	for m := k + 1; m < len(jobs); m++ {
-		if cmds[m] != nil && jobs[m].rd != nil && jobs[m].rd.req.token == jobs[k].rd.req.token {
+		if cmds[m] != nil && jobs[m].Req != nil && jobs[m].Req.Token == jobs[k].Req.Token {
 			return true
 		}
 	}
@@ -551,18 +528,10 @@ func (e *silentError) Error() string {
 
 func (e *silentError) Unwrap() error { return ErrNodeTimeout }
 
-// errRoomTimeout is the error of a request that found its node's queue
+// ErrRoomTimeout is the error of a request that found its node's queue
 // full and no room came within the round's wait.
-var errRoomTimeout = fmt.Errorf("%w: not sent: the node's queue (%d requests) stayed full", ErrNodeTimeout, maxQueue)
-
-// errNotSentDecided is the error of a request that waited for room in
-// its node's queue until its round was decided without it.
-var errNotSentDecided = errors.New("redlock: not sent: the round was decided while the node's queue was full")
+var ErrRoomTimeout = fmt.Errorf("%w: not sent: the node's queue (%d requests) stayed full", ErrNodeTimeout, maxQueue)
 
 // errRoundLost is the error of a queued acquire whose round was lost
 // before its turn came: it is not sent.
 var errRoundLost = errors.New("redlock: not sent: the round was already lost")
-
-func isNoScript(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
-}

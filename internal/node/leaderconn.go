@@ -1,167 +1,15 @@
-package redlock
+package node
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"reflect"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
-
-// node is one independent Redis master and what we learnt about it.
-type node struct {
-	idx  int
-	c    redis.UniversalClient
-	addr string
-
-	identified atomic.Bool // run_id read (or known unreadable)
-	runID      string      // guarded by Client.idMu
-
-	guard   *nodeGuard  // restart guard (guard.go); nil when off
-	refused atomic.Bool // the guard refused the last vote (for WithLogger)
-	pipe    pipe        // queues and batches the requests of rounds (pipe.go)
-	retry   retryQueue  // failed releases to retry (cleanup.go)
-}
-
-// failoverAddr is the placeholder address go-redis gives the clients of
-// NewFailoverClient.
-const failoverAddr = "FailoverClient"
-
-// addrOf returns a printable address for a client, or "" when the client
-// type does not expose a single one.
-func addrOf(c redis.UniversalClient) string {
-	switch v := c.(type) {
-	case *redis.Client:
-		return v.Options().Addr
-	case *redis.ClusterClient:
-		return "cluster:" + strings.Join(v.Options().Addrs, ",")
-	}
-	return ""
-}
-
-// newNodes validates the clients and wraps them. It rejects nil clients and
-// the same client, or two clients for the same address and database, given
-// twice. Servers reached under different addresses are caught later, by
-// run_id, on first contact (see identify).
-func newNodes(clients []redis.UniversalClient) ([]*node, error) {
-	if len(clients) == 0 {
-		return nil, invalidf("no nodes")
-	}
-	nodes := make([]*node, len(clients))
-	seen := make(map[string]int, len(clients))
-	for i, c := range clients {
-		if c == nil || isNilPointer(c) {
-			return nil, invalidf("node %d is nil", i+1)
-		}
-		for j := 0; j < i; j++ {
-			if sameClient(c, clients[j]) {
-				return nil, causef([]error{ErrInvalid, ErrDuplicateNode}, "duplicate node: nodes %d and %d are the same client", j+1, i+1)
-			}
-		}
-		// A Sentinel-managed client (NewFailoverClient) has a placeholder
-		// address; its server is identified by run_id on first contact.
-		if rc, ok := c.(*redis.Client); ok && rc.Options().Addr != failoverAddr {
-			o := rc.Options()
-			id := fmt.Sprintf("%s/%d", o.Addr, o.DB)
-			if j, dup := seen[id]; dup {
-				return nil, causef([]error{ErrInvalid, ErrDuplicateNode}, "duplicate node: nodes %d and %d both address %s", j+1, i+1, id)
-			}
-			seen[id] = i
-		}
-		nodes[i] = &node{idx: i, c: c, addr: addrOf(c)}
-		if _, ok := c.(*redis.ClusterClient); ok {
-			nodes[i].identified.Store(true)
-		}
-	}
-	return nodes, nil
-}
-
-func isNilPointer(c any) bool {
-	v := reflect.ValueOf(c)
-	return v.Kind() == reflect.Pointer && v.IsNil()
-}
-
-func sameClient(a, b redis.UniversalClient) bool {
-	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
-	return ta == tb && ta.Comparable() && any(a) == any(b)
-}
-
-// A node is identified by its server's run_id on first contact (see
-// firstContact), so that one server given twice under different
-// addresses is caught before it can vote twice. A server that refuses
-// INFO (ACL) is accepted without a run_id; a network error leaves the
-// node unidentified, to be tried again on the next contact. A Redis
-// Cluster node is not identified: its shards have run_ids of their own.
-
-// identified records what an INFO server to n returned (info, err); see
-// above.
-func (c *Client) identified(n *node, info string, err error) error {
-	var rerr redis.Error
-	if err != nil && !errors.As(err, &rerr) {
-		return err
-	}
-	id := infoField(info, "run_id")
-	c.idMu.Lock()
-	defer c.idMu.Unlock()
-	if n.identified.Load() {
-		return nil
-	}
-	if id != "" {
-		for _, o := range c.nodes {
-			if o != n && o.identified.Load() && o.runID == id {
-				err := causef([]error{ErrInvalid, ErrDuplicateNode}, "duplicate node: nodes %d and %d are the same server (run_id %s)", o.idx+1, n.idx+1, id)
-				if c.dupErr.CompareAndSwap(nil, &err) {
-					c.logDuplicate(err)
-				}
-				return err
-			}
-		}
-	}
-	n.runID = id
-	n.identified.Store(true)
-	return nil
-}
-
-// waitTimeout runs wait and returns when it does, or after d: go-redis
-// may not honour a context deadline, so waits on node requests are
-// bounded here. A wait cut short goes on in its goroutine until it ends.
-func waitTimeout(wait func(), d time.Duration) {
-	done := make(chan struct{})
-	go func() { wait(); close(done) }()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-	}
-}
-
-// infoField returns the value of field in an INFO reply, or "".
-func infoField(info, field string) string {
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
-}
-
-// infoServer runs INFO server, turning a panic of go-redis on a malformed
-// reply into an error.
-func infoServer(ctx context.Context, c redis.UniversalClient) (info string, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("redlock: malformed reply to INFO: go-redis panicked: %v", p)
-		}
-	}()
-	return c.Info(ctx, "server").Result()
-}
 
 // sender is what a node's requests go through: the node's go-redis
 // client, or its pipe leader's own connection (leaderConn).
@@ -175,7 +23,7 @@ var (
 	_ sender = (*redis.Tx)(nil)
 )
 
-// A node's pipe leader (pipe.go) sends on a go-redis connection of its
+// A node's pipe leader (pipeline.go) sends on a go-redis connection of its
 // own while the node is busy: taken from the node's pool at a request,
 // and given back once the leader has waited more than leaderConnIdle
 // for the next (checked every leaderConnCheck), or held it for
@@ -191,8 +39,7 @@ var (
 // write there (it switches its maintenance notifications off, in auto
 // mode, on a server that refuses them) under a lock of the client's or
 // of the Conn's own: a connection initialized through a Conn while the
-// pool initializes another is a data race (the race detector caught it
-// in TestStress). A Tx takes a copy of the options, under the client's
+// pool initializes another is a data race. A Tx takes a copy of the options, under the client's
 // lock, and writes only its copy. Watch hands the Tx to a callback and
 // ends it when the callback returns, so a short-lived goroutine holds
 // that callback open until the leader drops the connection (and then
@@ -209,7 +56,7 @@ var (
 // failover client (its pool follows the master), nor a cluster or a
 // ring; the leader holds one connection of the pool, and the leaders of
 // all Clients on one server's pool hold at most a quarter of it
-// (connSlots). go-redis copies
+// (ConnSlots). go-redis copies
 // a client's hooks into a Tx when it makes it: a hook added to a client
 // after its first lock request reaches the leader's requests once the
 // connection is replaced, within leaderConnAge.
@@ -218,26 +65,26 @@ type leaderConn struct {
 	done  chan struct{} // closed to end the Watch that holds tx, or will
 	until time.Time     // give it back then (leaderConnAge)
 	off   bool          // the node's client is not one for a connection of its own
-	slots *connSlots    // its client's (connslots.go), once looked up
+	slots *ConnSlots    // its client's (connslots.go), once looked up
 	// A take in progress (see get): the Watch goroutine sends the Tx on
 	// got, or closes ended if Watch returned without one.
 	got   chan *redis.Tx
 	ended chan struct{}
 }
 
-// minPoolForConn is the smallest go-redis pool a leader takes a
+// MinPoolForConn is the smallest go-redis pool a leader takes a
 // connection from.
-const minPoolForConn = 4
+const MinPoolForConn = 4
 
 // ownConnFits reports whether a leader may hold a connection of a client
 // with options o: not Sentinel's failover client, a pool of at least
-// minPoolForConn, so that the client's other users are not left waiting
+// MinPoolForConn, so that the client's other users are not left waiting
 // for one, and no MaxActiveConns below PoolSize. go-redis turns a
 // request over MaxActiveConns into ErrPoolExhausted at once, where one
 // over PoolSize waits up to PoolTimeout: a connection held under such a
 // hard cap would turn the waits of the client's other users into errors.
 func ownConnFits(o *redis.Options) bool {
-	return o.Addr != failoverAddr && o.PoolSize >= minPoolForConn &&
+	return o.Addr != FailoverAddr && o.PoolSize >= MinPoolForConn &&
 		(o.MaxActiveConns <= 0 || o.MaxActiveConns >= o.PoolSize)
 }
 
@@ -250,9 +97,8 @@ const leaderConnIdle = time.Millisecond
 // checks whether it has been idle for leaderConnIdle; so an idle leader
 // gives its connection back within about leaderConnCheck. The check is
 // a timer firing that often while the connection is held, and its cost
-// shows: back-to-back TryLock+Unlock cycles measured about 11% more
-// client CPU with a 5ms check and about 4% with 20ms (4 interleaved
-// runs each, against no check).
+// shows on back-to-back TryLock+Unlock cycles: about 11% more client CPU
+// with a 5ms check, about 4% with 20ms.
 const leaderConnCheck = 20 * time.Millisecond
 
 // leaderConnAge is how long a leader keeps a connection before it gives
@@ -275,7 +121,7 @@ const leaderConnAge = 100 * time.Millisecond
 // requests go through the pool. Waiting for it, the leader waited for
 // the scheduler to run a new goroutine: about 4ms a take under load
 // (256 goroutines, -race), while the node's requests queued.
-func (lc *leaderConn) get(nd *node) (sender, bool) {
+func (lc *leaderConn) get(nd *Node) (sender, bool) {
 	now := time.Now()
 	if lc.tx != nil {
 		if now.Before(lc.until) {
@@ -292,33 +138,33 @@ func (lc *leaderConn) get(nd *node) (sender, bool) {
 		case <-lc.ended: // Watch returned without calling back: not expected
 			lc.off = true
 			lc.got, lc.ended, lc.done = nil, nil, nil
-			return nd.c, false
+			return nd.C, false
 		default: // still taking
-			return nd.c, false
+			return nd.C, false
 		}
 	}
 	if lc.off || !nd.identified.Load() {
-		return nd.c, false // a first contact goes through the pool
+		return nd.C, false // a first contact goes through the pool
 	}
-	rc, ok := nd.c.(*redis.Client)
+	rc, ok := nd.C.(*redis.Client)
 	if !ok || !ownConnFits(rc.Options()) {
 		lc.off = true
-		return nd.c, false
+		return nd.C, false
 	}
 	if lc.slots == nil {
-		lc.slots = connSlotsOf(rc)
+		lc.slots = ConnSlotsOf(rc)
 	}
 	if !lc.slots.take() {
-		return nd.c, false // the client's leaders hold their share: look again next time
+		return nd.C, false // the client's leaders hold their share: look again next time
 	}
 	lc.take(rc, lc.slots)
-	return nd.c, false
+	return nd.C, false
 }
 
 // take starts a Watch on rc that hands its Tx to the leader (on lc.got)
 // and holds it until lc.done is closed; the slot taken from slots is
 // given back once the Watch has returned the connection to the pool.
-func (lc *leaderConn) take(rc *redis.Client, slots *connSlots) {
+func (lc *leaderConn) take(rc *redis.Client, slots *ConnSlots) {
 	got := make(chan *redis.Tx, 1)
 	done, ended := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -327,7 +173,7 @@ func (lc *leaderConn) take(rc *redis.Client, slots *connSlots) {
 		// A panic in go-redis here would end the process: it is taken
 		// as a Watch that returned (no connection of our own).
 		defer func() { _ = recover() }()
-		if hook := testHookTake.Load(); hook != nil {
+		if hook := takeHook.Load(); hook != nil {
 			(*hook)()
 		}
 		_ = rc.Watch(context.Background(), func(tx *redis.Tx) error {
@@ -339,10 +185,21 @@ func (lc *leaderConn) take(rc *redis.Client, slots *connSlots) {
 	lc.got, lc.ended, lc.done = got, ended, done
 }
 
-// testHookTake, if set by a test, runs on the goroutine of every take
-// before its Watch. It is atomic: a take goroutine of an earlier test's
-// Client may still be starting when the next test sets or clears it.
-var testHookTake atomic.Pointer[func()]
+// takeHook, if set by a test (SetTakeHook), runs on the goroutine of
+// every take before its Watch. It is atomic: a take goroutine of an
+// earlier test's Client may still be starting when the next test sets
+// or clears it.
+var takeHook atomic.Pointer[func()]
+
+// SetTakeHook makes f run on the goroutine of every take of a leader's
+// connection, before its Watch; nil clears it. For tests.
+func SetTakeHook(f func()) {
+	if f == nil {
+		takeHook.Store(nil)
+		return
+	}
+	takeHook.Store(&f)
+}
 
 // holds reports whether the leader holds a connection, or is taking one.
 func (lc *leaderConn) holds() bool { return lc.done != nil }

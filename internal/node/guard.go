@@ -1,4 +1,4 @@
-package redlock
+package node
 
 import (
 	"context"
@@ -88,8 +88,8 @@ import (
 // votes. The pub/sub hand-off dials too, so a waiting Lock costs one INFO
 // per node at the next grant.
 
-// nodeGuard is the restart guard's state for one node.
-type nodeGuard struct {
+// guard is the restart guard's state for one node.
+type guard struct {
 	d     time.Duration
 	dials *dialCounter
 	snap  atomic.Pointer[guardSnap] // latest INFO by sending time; nil before the first
@@ -114,23 +114,26 @@ type guardFlight struct {
 	err  error
 }
 
-// installGuards attaches a restart guard of d to every node. Every node
-// must be a *redis.Client whose connections are dialled through its own
-// hooks (seesDials), as the guard counts them there.
-func installGuards(nodes []*node, d time.Duration) error {
-	for _, nd := range nodes {
-		rc, ok := nd.c.(*redis.Client)
-		if !ok {
-			return invalidf("WithRestartGuard needs *redis.Client nodes (it watches their dials); node %d is a %T", nd.idx+1, nd.c)
-		}
-		dials := dialCounterOf(rc)
-		if err := dials.seesDials(rc); err != nil {
-			return invalidf("WithRestartGuard cannot watch the dials of node %d (%s): %v; pass the *redis.Client made by redis.NewClient, not a clone made by WithTimeout, which dials through its parent's hooks", nd.idx+1, rc.Options().Addr, err)
-		}
-		nd.guard = &nodeGuard{d: d, dials: dials}
+// InstallGuard attaches a restart guard of d to n. n must be a
+// *redis.Client whose connections are dialled through its own hooks
+// (seesDials), as the guard counts them there. The error, a plain one,
+// says why not; the host wraps it.
+func (n *Node) InstallGuard(d time.Duration) error {
+	rc, ok := n.C.(*redis.Client)
+	if !ok {
+		return fmt.Errorf("WithRestartGuard needs *redis.Client nodes (it watches their dials); node %d is a %T", n.Idx+1, n.C)
 	}
+	dials := dialCounterOf(rc)
+	if err := dials.seesDials(rc); err != nil {
+		return fmt.Errorf("WithRestartGuard cannot watch the dials of node %d (%s): %v; pass the *redis.Client made by redis.NewClient, not a clone made by WithTimeout, which dials through its parent's hooks", n.Idx+1, rc.Options().Addr, err)
+	}
+	n.guard = &guard{d: d, dials: dials}
 	return nil
 }
+
+// ErrNodeRestarted is the error of a node whose vote the restart guard
+// refused; the root re-exports it.
+var ErrNodeRestarted = errors.New("redlock: node restarted recently")
 
 // errDialProbe stops seesDials' dial in the counter's hook, before any
 // connection is attempted.
@@ -170,7 +173,7 @@ func (d *dialCounter) seesDials(rc *redis.Client) error {
 // young refuses, before anything is sent, a node whose cached snapshot
 // already shows it restarted less than d before now. A newer incarnation
 // would be younger still, so no freshness is needed for a refusal.
-func (g *nodeGuard) young(now time.Time) error {
+func (g *guard) young(now time.Time) error {
 	if s := g.snap.Load(); s != nil && now.Sub(s.start) < g.d {
 		return g.restarted(s, now)
 	}
@@ -179,7 +182,7 @@ func (g *nodeGuard) young(now time.Time) error {
 
 // admit decides whether a grant sent at sent, whose reply has just
 // arrived, counts. It may wait for a fresh INFO (bounded by ctx).
-func (g *nodeGuard) admit(ctx context.Context, nd *node, sent time.Time) error {
+func (g *guard) admit(ctx context.Context, nd *Node, sent time.Time) error {
 	replied := time.Now()
 	s := g.snap.Load()
 	if s == nil || (s.sent.Before(replied) && g.dials.n.Load() != s.dials) {
@@ -194,13 +197,13 @@ func (g *nodeGuard) admit(ctx context.Context, nd *node, sent time.Time) error {
 	return nil
 }
 
-func (g *nodeGuard) restarted(s *guardSnap, at time.Time) error {
+func (g *guard) restarted(s *guardSnap, at time.Time) error {
 	return fmt.Errorf("%w: up at most %v, guard %v (run_id %s)", ErrNodeRestarted, max(at.Sub(s.start), 0).Truncate(time.Millisecond), g.d, s.runID)
 }
 
 // refresh returns a snapshot from an INFO sent no earlier than after,
 // joining one in flight when it qualifies.
-func (g *nodeGuard) refresh(ctx context.Context, nd *node, after time.Time) (*guardSnap, error) {
+func (g *guard) refresh(ctx context.Context, nd *Node, after time.Time) (*guardSnap, error) {
 	g.mu.Lock()
 	if f := g.flight; f != nil && !f.sent.Before(after) {
 		g.mu.Unlock()
@@ -217,7 +220,7 @@ func (g *nodeGuard) refresh(ctx context.Context, nd *node, after time.Time) (*gu
 	g.flight = f
 	g.mu.Unlock()
 
-	info, err := infoServer(ctx, nd.c)
+	info, err := infoServer(ctx, nd.C)
 	recv := time.Now()
 	var s *guardSnap
 	if err != nil {
@@ -245,7 +248,7 @@ func (g *nodeGuard) refresh(ctx context.Context, nd *node, after time.Time) (*gu
 
 // parseGuardInfo builds a snapshot from an INFO server reply.
 func parseGuardInfo(info string, dials uint64, sent, recv time.Time) (*guardSnap, error) {
-	up, err := strconv.ParseInt(infoField(info, "uptime_in_seconds"), 10, 64)
+	up, err := strconv.ParseInt(InfoField(info, "uptime_in_seconds"), 10, 64)
 	if err != nil || up < 0 {
 		return nil, fmt.Errorf("redlock: restart guard: INFO has no valid uptime_in_seconds")
 	}
@@ -255,7 +258,7 @@ func parseGuardInfo(info string, dials uint64, sent, recv time.Time) (*guardSnap
 		// +1s: uptime_in_seconds may overstate the real uptime by up to
 		// a second (see the comment at the top of this file).
 		start: recv.Add(time.Second - time.Duration(up)*time.Second),
-		runID: infoField(info, "run_id"),
+		runID: InfoField(info, "run_id"),
 	}, nil
 }
 

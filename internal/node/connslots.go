@@ -1,4 +1,4 @@
-package redlock
+package node
 
 import (
 	"runtime"
@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// connSlots bounds how many connections of one go-redis client the pipe
+// ConnSlots bounds how many connections of one go-redis client the pipe
 // leaders (leaderConn) hold at once, over every Client in the process
 // that shares it: a quarter of its pool (PoolSize/4, at least 1).
 //
@@ -32,7 +32,7 @@ import (
 // connections than they might, never more. An entry goes when the last
 // client using it is garbage collected (as the restart guard's dial
 // counters do, guard.go).
-type connSlots struct {
+type ConnSlots struct {
 	held atomic.Int32
 	max  int32
 	key  slotsKey
@@ -46,7 +46,7 @@ type slotsKey struct {
 }
 
 // take takes a slot if one is free.
-func (s *connSlots) take() bool {
+func (s *ConnSlots) take() bool {
 	for {
 		n := s.held.Load()
 		if n >= s.max {
@@ -59,22 +59,28 @@ func (s *connSlots) take() bool {
 }
 
 // give gives back a slot that take took.
-func (s *connSlots) give() { s.held.Add(-1) }
+func (s *ConnSlots) give() { s.held.Add(-1) }
+
+// Held returns how many slots are taken now.
+func (s *ConnSlots) Held() int32 { return s.held.Load() }
+
+// Max returns how many slots there are.
+func (s *ConnSlots) Max() int32 { return s.max }
 
 // connSlotsFor is how many connections of a client with options o its
 // leaders may hold at once.
-func connSlotsFor(o *redis.Options) int32 {
+func ConnSlotsFor(o *redis.Options) int32 {
 	return int32(max(1, o.PoolSize/4))
 }
 
 var (
 	slotsMu  sync.Mutex
-	slotsTab = map[weak.Pointer[redis.Client]]*connSlots{} // the slots of each client seen
-	slotsBy  = map[slotsKey]*connSlots{}                   // the same, by what clients share
+	slotsTab = map[weak.Pointer[redis.Client]]*ConnSlots{} // the slots of each client seen
+	slotsBy  = map[slotsKey]*ConnSlots{}                   // the same, by what clients share
 )
 
 // connSlotsOf returns rc's slots, made on first use.
-func connSlotsOf(rc *redis.Client) *connSlots {
+func ConnSlotsOf(rc *redis.Client) *ConnSlots {
 	k := weak.Make(rc)
 	slotsMu.Lock()
 	defer slotsMu.Unlock()
@@ -85,7 +91,7 @@ func connSlotsOf(rc *redis.Client) *connSlots {
 	sk := slotsKey{network: o.Network, addr: o.Addr, user: o.Username, db: o.DB, pool: o.PoolSize}
 	s := slotsBy[sk]
 	if s == nil {
-		s = &connSlots{max: connSlotsFor(o), key: sk}
+		s = &ConnSlots{max: ConnSlotsFor(o), key: sk}
 		slotsBy[sk] = s
 	}
 	s.refs++

@@ -1,0 +1,157 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Node is one independent Redis master and what we learnt about it.
+type Node struct {
+	Idx  int
+	C    redis.UniversalClient
+	Addr string
+
+	identified atomic.Bool // run_id read (or known unreadable)
+	// RunID is the server's run_id once identified; the host guards it
+	// (see Host.Identified).
+	RunID string
+
+	guard *guard // restart guard (guard.go); nil when off
+	// Refused: the restart guard refused the last vote (for the host's
+	// log of its verdicts).
+	Refused atomic.Bool
+	pipe    pipe       // queues and batches the requests of rounds (pipeline.go)
+	retry   retryQueue // failed releases to retry (retry.go)
+	h       *Host
+}
+
+// Host is what a node needs of the Client it serves. Its functions run
+// off the request path: when a leader starts, on first contact, and for
+// failed releases.
+type Host struct {
+	// Spawn runs f on a goroutine of the Client's group, which Close
+	// waits for. After Close it runs f on a goroutine of its own when
+	// always is set (the pipe leaders of the rounds still allowed:
+	// Extend, Unlock), and not at all otherwise (retry loops); it
+	// reports whether it ran f.
+	Spawn func(f func() error, always bool) bool
+	// Closed is closed by the Client's Close.
+	Closed <-chan struct{}
+	// Identified records what INFO server returned on n's first contact
+	// (info, err), and returns an error when n turns out to duplicate
+	// another node. It marks n identified (SetIdentified) when it
+	// accepts it.
+	Identified func(n *Node, info string, err error) error
+	// DroppedRetry is told of a failed release of keys on n that is not
+	// retried (after Close, or with too many queued).
+	DroppedRetry func(n *Node, keys []string)
+	// Jitter draws a delay from [d/2, 3d/2).
+	Jitter func(d time.Duration) time.Duration
+	// RetryTimeout bounds each background retry of a release;
+	// FinalWait bounds Close's last attempt at each node's retries.
+	RetryTimeout, FinalWait time.Duration
+}
+
+// New returns the node of client c, the idx-th of its Client. A Redis
+// Cluster client is taken as identified: its shards have run_ids of
+// their own.
+func New(idx int, c redis.UniversalClient, h *Host) *Node {
+	n := &Node{Idx: idx, C: c, Addr: addrOf(c), h: h}
+	if _, ok := c.(*redis.ClusterClient); ok {
+		n.identified.Store(true)
+	}
+	return n
+}
+
+// Identified reports whether n's run_id was read (or is known
+// unreadable).
+func (n *Node) Identified() bool { return n.identified.Load() }
+
+// SetIdentified marks n identified with run_id id. The host calls it
+// under the lock it reads the other nodes' RunID under.
+func (n *Node) SetIdentified(id string) {
+	n.RunID = id
+	n.identified.Store(true)
+}
+
+// Guarded reports whether n has a restart guard.
+func (n *Node) Guarded() bool { return n.guard != nil }
+
+func (n *Node) isClosed() bool {
+	select {
+	case <-n.h.Closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// FailoverAddr is the placeholder address go-redis gives the clients of
+// NewFailoverClient.
+const FailoverAddr = "FailoverClient"
+
+// addrOf returns a printable address for a client, or "" when the client
+// type does not expose a single one.
+func addrOf(c redis.UniversalClient) string {
+	switch v := c.(type) {
+	case *redis.Client:
+		return v.Options().Addr
+	case *redis.ClusterClient:
+		return "cluster:" + strings.Join(v.Options().Addrs, ",")
+	}
+	return ""
+}
+
+// WaitTimeout runs wait and returns when it does, or after d: go-redis
+// may not honour a context deadline, so waits on node requests are
+// bounded here. A wait cut short goes on in its goroutine until it ends.
+func WaitTimeout(wait func(), d time.Duration) {
+	done := make(chan struct{})
+	go func() { wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
+// InfoField returns the value of field in an INFO reply, or "".
+func InfoField(info, field string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// infoServer runs INFO server, turning a panic of go-redis on a malformed
+// reply into an error.
+func infoServer(ctx context.Context, c redis.UniversalClient) (info string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("redlock: malformed reply to INFO: go-redis panicked: %v", p)
+		}
+	}()
+	return c.Info(ctx, "server").Result()
+}
+
+// ErrNodeTimeout is the error of a node that did not answer within the
+// per-node timeout; the root re-exports it.
+var ErrNodeTimeout = errors.New("redlock: node timeout")
+
+// NodeErr marks a request cut short by the per-node deadline as a
+// timeout.
+func NodeErr(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return errors.Join(ErrNodeTimeout, err)
+	}
+	return err
+}

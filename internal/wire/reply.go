@@ -1,0 +1,133 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Status is one node's outcome, in the order of the API's NodeStatus
+// (the root converts one to the other).
+type Status uint8
+
+const (
+	StatusPending Status = iota
+	StatusOK
+	StatusTaken
+	StatusAbsent
+	StatusFailed
+)
+
+// Reply is one node's answer to one request.
+type Reply struct {
+	St    Status
+	Fence int64 // fenced acquire: the node's counter after the grant
+	Err   error
+	// Unsent: never sent, nothing to release.
+	Unsent bool
+	// Refused: refused before sending (the restart guard): nothing to
+	// release either, but reported to the observer like a reply.
+	Refused bool
+}
+
+// ErrInvalid is matched by every error about bad input; the root
+// re-exports it.
+var ErrInvalid = errors.New("redlock: invalid argument")
+
+// Classify turns a script's reply res to r (which the node answered
+// without an error) into a status: 1 granted or done, 0 absent (taken,
+// for an acquire), -1 taken, -2 a semaphore's limit mismatch. A reply of
+// another shape fails the node.
+func Classify(r *Request, res any) Reply {
+	v, f, ok := ParseReply(res, r.Op == OpAcquire && r.Fenced)
+	if !ok {
+		return Reply{St: StatusFailed, Err: ErrUnexpectedReply(res)}
+	}
+	var st Status
+	switch v {
+	case 1:
+		st = StatusOK
+	case 0:
+		st = StatusAbsent
+		if r.Op == OpAcquire {
+			st = StatusTaken
+		}
+	case -1:
+		st = StatusTaken
+	case -2:
+		if r.Kind != KindPermit {
+			return Reply{St: StatusFailed, Err: ErrUnexpectedReply(res)}
+		}
+		return Reply{St: StatusFailed, Err: LimitMismatch(r.Sem.Name, r.Sem.Limit)}
+	}
+	return Reply{St: st, Fence: f}
+}
+
+// ParseReply checks a script's reply: an integer 1, 0, -1 or -2 (a
+// semaphore's limit mismatch), or for a fenced acquire {1, f} with f > 0
+// or {0, 0}. Anything else (a string of digits, a RESP3 type, another
+// number) is not what our scripts return.
+func ParseReply(res any, fenced bool) (v, f int64, ok bool) {
+	if !fenced {
+		v, ok = res.(int64)
+		return v, 0, ok && (v == 1 || v == 0 || v == -1 || v == -2)
+	}
+	arr, ok := res.([]any)
+	if !ok || len(arr) != 2 {
+		return 0, 0, false
+	}
+	v, ok1 := arr[0].(int64)
+	f, ok2 := arr[1].(int64)
+	switch {
+	case !ok1 || !ok2:
+		return 0, 0, false
+	case v == 1 && f > 0, v == 0 && f == 0:
+		return v, f, true
+	}
+	return 0, 0, false
+}
+
+// IsNoScript reports whether err is the node's NOSCRIPT error: it does
+// not have the script cached (a restart, SCRIPT FLUSH).
+func IsNoScript(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
+}
+
+// IsWrongType reports whether err is the node's WRONGTYPE error: a
+// script met a key of another type than it reads (see typedEpilogue).
+func IsWrongType(err error) bool {
+	return redis.HasErrorPrefix(err, "WRONGTYPE")
+}
+
+// ErrUnexpectedReply is the error of a reply that none of our scripts
+// gives.
+func ErrUnexpectedReply(v any) error {
+	return fmt.Errorf("redlock: unexpected reply %v from script", v)
+}
+
+// LimitMismatch is the node error of a permit refused because the
+// semaphore's live permits were taken under another limit. It matches
+// ErrInvalid.
+func LimitMismatch(name string, limit int) error {
+	return fmt.Errorf("%w: semaphore %q has live permits taken under another limit than %d: every user of a key must pass the same limit", ErrInvalid, name, limit)
+}
+
+// ErrBatchItem is the error of one lock of an extension batch that the
+// node failed (its status is neither 1, 0 nor t).
+var ErrBatchItem = errors.New("redlock: batched extend: the node failed this lock's extension")
+
+// BatchStatus reads lock k's status in a batch reply st (see
+// extend/batch.lua): '1' extended, '0' absent, 't' taken; anything else
+// fails the lock.
+func BatchStatus(st string, k int) Reply {
+	switch st[k] {
+	case '1':
+		return Reply{St: StatusOK}
+	case '0':
+		return Reply{St: StatusAbsent}
+	case 't':
+		return Reply{St: StatusTaken}
+	}
+	return Reply{St: StatusFailed, Err: ErrBatchItem}
+}

@@ -1,0 +1,252 @@
+package wire
+
+import (
+	"time"
+)
+
+// Op is what a request does to a lock.
+type Op uint8
+
+const (
+	OpAcquire Op = iota
+	OpExtend
+	OpRelease
+	OpFence // the second round of a fenced acquire: raise the counters
+)
+
+// String returns the name the API reports for op: "lock", "extend",
+// "fence" or "unlock".
+func (o Op) String() string {
+	switch o {
+	case OpAcquire:
+		return "lock"
+	case OpExtend:
+		return "extend"
+	case OpFence:
+		return "fence"
+	}
+	return "unlock"
+}
+
+// Kind is a lock's kind: a key lock, or one of the family.
+type Kind uint8
+
+const (
+	KindKey Kind = iota
+	KindRead
+	KindPath
+	KindPermit
+)
+
+// Values the library writes, which the scripts know.
+const (
+	// ReservedPrefix begins the library's own values, which no token may
+	// begin with.
+	ReservedPrefix = "redlock:"
+	// ReadMarker is the lock key's value while readers hold it.
+	ReadMarker = ReservedPrefix + "readers"
+	// LimitMember prefixes the member of a semaphore's sorted set that
+	// records its limit.
+	LimitMember = ReservedPrefix + "limit="
+)
+
+// Semaphore is what a permit's requests carry of its semaphore.
+type Semaphore struct {
+	Name  string // for errors
+	Limit int
+}
+
+// Announce is the release channel of a release announced to waiters
+// (Request.Notify). With a key prefix, PrefixLen is its length: the
+// script drops the key's prefix after the channel's.
+type Announce struct {
+	Channel   string
+	PrefixLen int
+}
+
+// Request is what a round sends to every node, as built for the wire.
+// It is kept small, one size class of the allocator: a round allocates
+// one per call, and what only Prepare needs (the keys, the release
+// channel) is passed to it rather than kept.
+type Request struct {
+	Op     Op
+	Token  string
+	TTL    time.Duration
+	Fenced bool       // acquire: also raise the fence counters (key/acquire_fenced.lua)
+	Fence  int64      // OpFence: the fencing token to raise the counters to
+	Kind   Kind       // KindKey, or the family kind
+	Sem    *Semaphore // KindPermit
+	// Intent (a key lock's acquire by Lock, not TryLock): on a refusal,
+	// the acquire script marks the keys that readers hold for this long,
+	// so that new readers wait (key/acquire.lua, common/writer_mark.lua).
+	Intent time.Duration
+	// Notify: a release announced to waiters on its release channel
+	// (see Announce).
+	Notify bool
+
+	// Set by Prepare. Setnx: an acquire of one key, unfenced, sent as SET
+	// NX PX; the acquire script runs only on refusal (see ScriptArgs).
+	Setnx bool
+	// Script and its EVALSHA command (or SET NX PX), boxed once per
+	// round. Each node gets its own copy of the argument slice (a
+	// go-redis hook may rewrite arguments in place), all in one
+	// allocation, and a last, pristine copy is the template for EVAL.
+	Script *Script
+	Argv   []any // n+1 copies of Width each
+	Width  int
+}
+
+// Args returns node i's command.
+func (r *Request) Args(i int) []any {
+	if (i+2)*r.Width > len(r.Argv) {
+		i = 0 // prepared for one node (a clean-up release)
+	}
+	return r.Argv[i*r.Width : (i+1)*r.Width : (i+1)*r.Width]
+}
+
+// Prepare builds the request's command for n nodes: EVALSHA of its op's
+// script with its keys and arguments, or for an acquire of one key
+// without fencing, SET key token NX PX ttl. keys are the keys on the
+// wire (the key prefix applied), followed by their fence counters for a
+// fenced acquire and OpFence; ann is the release channel of a Notify
+// release.
+//
+// Why SET for an acquire: a script call costs the node about 8µs, a SET
+// 2µs (INFO commandstats), and on a machine where the nodes and the
+// client share the cores that is latency: measured, 5-10% off the p50 of
+// an uncontended Lock+Unlock.
+// Not SET NX PX GET, which would tell a refusal apart from our own key
+// in one request: its grant is a nil reply, which go-redis handles as an
+// error (redis.Nil), some 20 allocations each, and the latency gain was
+// lost. A refusal runs the script instead (see ScriptArgs).
+func (r *Request) Prepare(n int, keys []string, ann Announce) {
+	var ex [4]any // the arguments after the token
+	ne := 0
+	switch {
+	case r.Kind != KindKey:
+		r.Script = FamilyScript(r.Kind, r.Op)
+		switch r.Op {
+		case OpAcquire, OpExtend:
+			ex[0], ne = PXMillis(r.TTL), 1
+			switch r.Kind {
+			case KindRead:
+				ex[1], ne = ReadMarker, 2
+			case KindPermit:
+				ex[1], ex[2], ne = r.Sem.Limit, LimitMember, 3
+			}
+		default:
+			if r.Kind == KindRead {
+				ex[0], ne = ReadMarker, 1
+			}
+			ne = r.announce(&ex, ne, ann)
+		}
+	case r.Op == OpAcquire:
+		r.Script = ScriptAcquire
+		ex[0], ne = PXMillis(r.TTL), 1
+		switch {
+		case r.Fenced:
+			r.Script = ScriptAcquireFenced
+		case len(keys) == 1:
+			r.Setnx = true // the mark goes with the script (ScriptArgs)
+		}
+		if r.Intent > 0 && !r.Setnx {
+			ex[1], ex[2], ne = PXMillis(r.Intent), ReadMarker, 3
+		}
+	case r.Op == OpExtend:
+		r.Script = ScriptExtend
+		ex[0], ne = PXMillis(r.TTL), 1
+	case r.Op == OpFence:
+		r.Script = ScriptFence
+		ex[0], ne = r.Fence, 1
+	default:
+		r.Script = ScriptRelease
+		if len(keys) == 1 {
+			r.Script = ScriptReleaseOne
+		}
+		ne = r.announce(&ex, ne, ann)
+	}
+	w := 4 + len(keys) + ne
+	if r.Setnx {
+		w = 6
+	}
+	all := make([]any, 0, (n+1)*w)
+	if r.Setnx {
+		all = append(all, "set", keys[0], r.Token, "nx", "px", ex[0])
+	} else {
+		all = append(all, "evalsha", r.Script.SHA, len(keys))
+		for _, k := range keys {
+			all = append(all, k)
+		}
+		all = append(all, r.Token)
+		all = append(all, ex[:ne]...)
+	}
+	for range n {
+		all = append(all, all[:w]...)
+	}
+	r.Argv, r.Width = all, w
+}
+
+// announce appends to ex[:ne] the release channel arguments of a release
+// that is announced to waiters, and returns the new count.
+func (r *Request) announce(ex *[4]any, ne int, ann Announce) int {
+	switch {
+	case !r.Notify:
+		return ne
+	case ann.PrefixLen == 0:
+		ex[ne] = ann.Channel
+		return ne + 1
+	}
+	ex[ne], ex[ne+1] = ann.Channel, ann.PrefixLen
+	return ne + 2
+}
+
+// EvalArgs is the EVAL form of the command, for a node that does not
+// have the script cached.
+func (r *Request) EvalArgs() []any {
+	return r.ScriptArgs("eval", r.Script.Src)
+}
+
+// ScriptArgs is the command that runs r's script: cmd ("evalsha" or
+// "eval") of script (its SHA-1 or source). For a Setnx acquire it is the
+// acquire script, which a refused SET runs: it refreshes a key that
+// already holds our token and answers 0 for another holder's.
+func (r *Request) ScriptArgs(cmd string, script any) []any {
+	t := r.Argv[len(r.Argv)-r.Width:] // the pristine copy
+	if r.Setnx {
+		// SET key token NX PX ttl: the acquire script's KEYS and ARGV,
+		// and a waiting writer's mark (see Request.Intent).
+		if r.Intent > 0 {
+			return []any{cmd, script, 1, t[1], t[2], t[5], PXMillis(r.Intent), ReadMarker}
+		}
+		return []any{cmd, script, 1, t[1], t[2], t[5]}
+	}
+	args := append([]any(nil), t...)
+	args[0], args[1] = cmd, script
+	return args
+}
+
+// ContactArgs is the command of a first contact: EVAL, which also caches
+// the script on the node, or the SET of a Setnx acquire.
+func (r *Request) ContactArgs() []any {
+	if r.Setnx {
+		return r.Pristine()
+	}
+	return r.EvalArgs()
+}
+
+// Pristine returns a copy of the command as Prepare built it, for
+// sending it again: a hook may have rewritten a node's copy in place.
+func (r *Request) Pristine() []any {
+	return append([]any(nil), r.Argv[len(r.Argv)-r.Width:]...)
+}
+
+// PXMillis converts a TTL to the whole milliseconds sent as PX, rounding
+// up: a key that lives slightly longer than our validity assumes is safe,
+// one that lives shorter is not.
+func PXMillis(ttl time.Duration) int64 {
+	ms := int64(ttl / time.Millisecond)
+	if ttl%time.Millisecond != 0 {
+		ms++
+	}
+	return ms
+}
