@@ -164,7 +164,7 @@ func (h *failScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // and everything it took is released.
 func TestFenceRaiseRoundNeedsQuorum(t *testing.T) {
 	nodes := redistest.Nodes(t, 5)
-	src, err := os.ReadFile("fence.lua")
+	src, err := os.ReadFile("internal/wire/scripts/fence/raise.lua")
 	require.NoError(t, err)
 	hook := &failScript{src: string(src)}
 	clients := redistest.Clients(t, nodes)
