@@ -126,9 +126,11 @@ func run(selected []string, iters int, duration time.Duration) (*results, error)
 		Settings: settings{Nodes: 5, TTL: ttl.String(), Iters: iters, Duration: duration.String(),
 			Workers: workers, SlowDelay: slowDelay.String()},
 	}
+	// A goal on the median of 5 runs is judged over runs (README), not
+	// by one of them.
 	res.AllPass = true
 	for _, t := range res.Targets {
-		if t.Result == "FAIL" {
+		if t.Result == "FAIL" && t.Over == overEvery {
 			res.AllPass = false
 		}
 	}
