@@ -1,7 +1,8 @@
 // Command redlock-bench compares this Redlock library with its peers
-// (go-redsync/redsync v4 with defaults and WithFailFast, bsm/redislock on
-// one node, and the raw SET NX PX + DEL floor on one node and on five in
-// parallel) against five local redis-server nodes it starts itself.
+// (go-redsync/redsync v4 with defaults and WithFailFast, bsm/redislock and
+// rueidislock on one node beside ours on one node, and the raw SET NX PX +
+// DEL floor on one node and on five in parallel) against five local
+// redis-server nodes it starts itself.
 //
 // It prints a markdown table of latency percentiles, throughput and
 // allocations, then the targets (ratios within this run) marked
