@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -11,6 +12,8 @@ import (
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/redis/rueidis/rueidislock"
 
 	"github.com/seed543a70bd/redlock"
 )
@@ -56,6 +59,15 @@ func ours(name string, opts ...redlock.Option) maker {
 	return oursFrom(name, func(cs []redis.UniversalClient) (locker, error) {
 		return redlock.New(cs, opts...)
 	})
+}
+
+// oursOne is this library's Client with opts on the first node alone
+// (quorum 1 of 1): the single-Redis deployment, against redislock and
+// rueidislock.
+func oursOne(name string, opts ...redlock.Option) maker {
+	m := ours(name, opts...)
+	m.nodes = 1
+	return m
 }
 
 // oursFrom is our lock built by build (New, or a variant such as MultiLock).
@@ -139,6 +151,79 @@ func redislockImpl(name string) maker {
 			}
 			return l.Release(ctx)
 		}}, nil
+	}}
+}
+
+// rueidislockImpl is rueidis's rueidislock on the first node, in the
+// settings that make it a single-node lock comparable to ours: KeyMajority
+// 1 (one key on one node; the default 2 writes 3 keys), NoLoopTracking
+// (the node is Redis >= 7.0.5) and KeyValidity = ttl. Its own rueidis
+// client (RESP3, auto-pipelining, client-side caching for the hand-off)
+// is dialled from the first go-redis client's address; the go-redis
+// clients are left unused.
+//
+// What it does beyond ours, counted in its numbers as in a user's: every
+// lock is extended in the background (a goroutine and a timer per lock,
+// extending every KeyValidity/2), and its release (the cancel func) waits
+// until the release has landed on the node. With twoLockers, the holder
+// and the waiter of the hand-off use a locker each (as two processes
+// would, woken by the node's invalidation message); otherwise one locker,
+// whose waiter is woken in process once the release has landed.
+func rueidislockImpl(name string, twoLockers bool) maker {
+	return maker{name: name, nodes: 1, new: func(name string, cs []redis.UniversalClient) (impl, error) {
+		addr := cs[0].(*redis.Client).Options().Addr
+		newLocker := func() (rueidislock.Locker, error) {
+			return rueidislock.NewLocker(rueidislock.LockerOption{
+				ClientOption:   rueidis.ClientOption{InitAddress: []string{addr}},
+				KeyMajority:    1,
+				NoLoopTracking: true,
+				KeyValidity:    ttl,
+			})
+		}
+		a, err := newLocker()
+		if err != nil {
+			return impl{}, err
+		}
+		lockers := []rueidislock.Locker{a}
+		if twoLockers {
+			b, err := newLocker()
+			if err != nil {
+				a.Close()
+				return impl{}, err
+			}
+			lockers = append(lockers, b)
+		}
+		var calls atomic.Uint64 // lock alternates between the lockers
+		release := func(cancel context.CancelFunc) func(context.Context) error {
+			return func(context.Context) error {
+				cancel() // returns once the release has landed
+				return nil
+			}
+		}
+		return impl{
+			name: name,
+			cycle: func(ctx context.Context, key string) error {
+				_, cancel, err := a.TryWithContext(ctx, key)
+				if err != nil {
+					return err
+				}
+				cancel()
+				return nil
+			},
+			lock: func(ctx context.Context, key string) (func(context.Context) error, error) {
+				l := lockers[(calls.Add(1)-1)%uint64(len(lockers))]
+				_, cancel, err := l.WithContext(ctx, key)
+				if err != nil {
+					return nil, err
+				}
+				return release(cancel), nil
+			},
+			closer: func() {
+				for _, l := range lockers {
+					l.Close()
+				}
+			},
+		}, nil
 	}}
 }
 

@@ -1,7 +1,8 @@
 // Command redlock-bench compares this Redlock library with its peers
-// (go-redsync/redsync v4 with defaults and WithFailFast, bsm/redislock on
-// one node, and the raw SET NX PX + DEL floor on one node and on five in
-// parallel) against five local redis-server nodes it starts itself.
+// (go-redsync/redsync v4 with defaults and WithFailFast, bsm/redislock and
+// rueidislock on one node beside ours on one node, and the raw SET NX PX +
+// DEL floor on one node and on five in parallel) against five local
+// redis-server nodes it starts itself.
 //
 // It prints a markdown table of latency percentiles, throughput and
 // allocations, then the targets (ratios within this run) marked
@@ -126,9 +127,11 @@ func run(selected []string, iters int, duration time.Duration) (*results, error)
 		Settings: settings{Nodes: 5, TTL: ttl.String(), Iters: iters, Duration: duration.String(),
 			Workers: workers, SlowDelay: slowDelay.String()},
 	}
+	// A goal on the median of 5 runs is judged over runs (README), not
+	// by one of them.
 	res.AllPass = true
 	for _, t := range res.Targets {
-		if t.Result == "FAIL" {
+		if t.Result == "FAIL" && t.Over == overEvery {
 			res.AllPass = false
 		}
 	}

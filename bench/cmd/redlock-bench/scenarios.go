@@ -21,6 +21,9 @@ const (
 	implRedsync   = "redsync"
 	implFailFast  = "redsync WithFailFast"
 	implRedislock = "redislock (1 node)"
+	implOurs1     = "redlock (1 node)"
+	implRueidis   = "rueidislock (1 node)"
+	implRueidis2  = "rueidislock (1 node), holder and waiter on two lockers"
 	implFloor1    = "floor: SET NX PX + DEL, 1 node"
 	implFloor5    = "floor: SET NX PX + DEL, 5 nodes parallel"
 	implRawFloor  = "floor: raw RESP, one thread, ppoll, first 3 of 5"
@@ -85,6 +88,8 @@ func peers() []maker {
 		redsyncImpl(implRedsync),
 		redsyncImpl(implFailFast, redsync.WithFailFast(true)),
 		redislockImpl(implRedislock),
+		oursOne(implOurs1),
+		rueidislockImpl(implRueidis, false),
 		floorOne(implFloor1),
 		floorParallel(implFloor5),
 	}
@@ -117,6 +122,9 @@ func (e *env) with(scenario string, m maker, addrs []string, f func(im impl) row
 	if err != nil {
 		e.add(row{Scenario: scenarioTitle[scenario], Impl: m.name, Errors: 1, Note: err.Error()})
 		return
+	}
+	if im.closer != nil {
+		defer im.closer()
 	}
 	e.add(f(im))
 }
@@ -208,11 +216,17 @@ func (e *env) slowNode() {
 }
 
 // handoffs: two contenders on one key; the time from the holder's Unlock
-// returning to the waiter's Lock returning.
+// returning to the waiter's Lock returning. rueidislock's release returns
+// once it has landed, and with one locker its waiter is woken in process
+// at that moment: a hand-off can then finish before the release returns,
+// and counts 0.
 func (e *env) handoffs() {
 	for _, m := range []maker{
 		ours(implOurs),
 		ours(implOursRetry10, redlock.WithRetryDelay(10*time.Millisecond)),
+		oursOne(implOurs1),
+		rueidislockImpl(implRueidis, false),
+		rueidislockImpl(implRueidis2, true),
 		redsyncImpl(implRedsync),
 		redsyncImpl(implRedsyncRetry10, redsync.WithRetryDelay(10*time.Millisecond)),
 	} {
@@ -298,6 +312,9 @@ func (e *env) throughputs() {
 		if err != nil {
 			e.add(row{Scenario: scenarioTitle[scThroughput], Impl: m.name, Errors: 1, Note: err.Error()})
 			continue
+		}
+		if im.closer != nil {
+			defer im.closer()
 		}
 		all = append(all, &tp{im: im})
 	}
