@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,10 +10,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/stretchr/testify/require"
-
 	"github.com/seed543a70bd/redlock"
 	"github.com/seed543a70bd/redlock/internal/redistest"
+	"github.com/stretchr/testify/require"
 )
 
 // urlsOf returns a redis:// URL per address.
@@ -190,4 +190,57 @@ func TestNewClientsForNew(t *testing.T) {
 	require.NoError(t, l.Unlock(ctx))
 	require.NoError(t, c.Close())
 	require.NoError(t, clients[0].Ping(ctx).Err(), "New's Close leaves the clients open")
+}
+
+// FuzzURL builds nodes from node URLs as go-redis parses them: New never
+// panics, accepts one node, and refuses one URL given twice as a
+// duplicate node, whatever the URL says.
+func FuzzURL(f *testing.F) {
+	for _, u := range []string{
+		"redis://127.0.0.1:6379", "rediss://user:pass@127.0.0.1:6380/2",
+		"redis://:secret@localhost/15?dial_timeout=1s&pool_size=2", "unix:///tmp/redis.sock?db=3",
+		"redis://[::1]:6379/0", "redis://h:0", "redis://h:99999", "redis://h/-1", "redis:///",
+		"rediss://h?skip_verify=true", "redis://user@h?protocol=2&client_name=x", "redis://h?max_retries=-1",
+		"redis://h?pool_size=-1", "redis://h?read_timeout=-1", "http://h", "", "redis://%zz",
+	} {
+		f.Add(u)
+	}
+	f.Fuzz(func(t *testing.T, u string) {
+		o1, err := redis.ParseURL(u)
+		if err != nil {
+			return
+		}
+		o2, err := redis.ParseURL(u)
+		if err != nil {
+			t.Fatalf("ParseURL(%q) succeeded once then failed: %v", u, err)
+		}
+		if o1.Addr == "FailoverClient" { // go-redis's placeholder; see docs/sentinel.md
+			return
+		}
+		c1, c2, ok := newClientPair(o1, o2)
+		if !ok {
+			return // go-redis refuses these options by panicking (pool_size=-1)
+		}
+		defer c1.Close()
+		defer c2.Close()
+		if _, err := redlock.New([]redis.UniversalClient{c1}); err != nil {
+			t.Fatalf("New(%q): want a client, got %v", u, err)
+		}
+		_, err = redlock.New([]redis.UniversalClient{c1, c2})
+		if !errors.Is(err, redlock.ErrDuplicateNode) || !errors.Is(err, redlock.ErrInvalid) {
+			t.Fatalf("New(%q twice): want ErrDuplicateNode and ErrInvalid, got %v", u, err)
+		}
+	})
+}
+
+// newClientPair builds two clients, or reports false when go-redis panics
+// on the options: building clients is the caller's part, not the
+// library's.
+func newClientPair(o1, o2 *redis.Options) (c1, c2 *redis.Client, ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return redis.NewClient(o1), redis.NewClient(o2), true
 }

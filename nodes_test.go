@@ -9,19 +9,21 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/stretchr/testify/require"
-
 	"github.com/seed543a70bd/redlock"
+	"github.com/seed543a70bd/redlock/internal/redisnode"
 	"github.com/seed543a70bd/redlock/internal/redistest"
+	"github.com/stretchr/testify/require"
 )
 
 // TestConnectionsClosedUnderRequests: each server closes every client
@@ -903,4 +905,538 @@ func TestSilentNodeFailsWithinNodeTimeout(t *testing.T) {
 	// again; the rest is a loaded machine running 10 000 goroutines
 	// under -race.
 	require.Less(t, took, 2*nodeTimeout+3*time.Second, "want each TryLock bounded by its per-node timeout")
+}
+
+// restartedNodes returns the indexes of the nodes refused by the restart
+// guard in err.
+func restartedNodes(err error) []int {
+	var qe *redlock.QuorumError
+	if !errors.As(err, &qe) {
+		return nil
+	}
+	var out []int
+	for _, r := range qe.Nodes {
+		if errors.Is(r.Err, redlock.ErrNodeRestarted) {
+			out = append(out, r.Node)
+		}
+	}
+	return out
+}
+
+// requireVotes waits until c wins a lock that only the given nodes can
+// grant: the others hold the key for someone else.
+func requireVotes(t *testing.T, c *redlock.Client, clients []redis.UniversalClient, wait time.Duration, nodes ...int) {
+	t.Helper()
+	ctx := context.Background()
+	eventually(t, wait, func() bool {
+		k := key(t)
+		for i, cl := range clients {
+			if !slices.Contains(nodes, i) {
+				holdForeign(t, cl, k, time.Minute)
+			}
+		}
+		l, err := c.TryLock(ctx, k, 10*time.Second)
+		if err != nil {
+			return false
+		}
+		require.NoError(t, l.Unlock(ctx))
+		return true
+	}, "nodes %v never voted together", nodes)
+}
+
+// TestRestartGuard is the scenario. A holds the lock on nodes
+// {0,1,2} of 5; node 0 is killed and restarted at once with empty memory.
+// Without the guard B wins on {0,3,4} while A's lock is still valid: two
+// holders. With the guard node 0's vote does not count and B cannot win,
+// even for a client that knew node 0 from before the restart and has
+// seen no error since. Once node 0 has been up for the guard's duration
+// it votes again.
+func TestRestartGuard(t *testing.T) {
+	nodes, clients := cluster(t, 5)
+	ctx := context.Background()
+	const guard = 1500 * time.Millisecond
+	guarded := newClient(t, clients, redlock.WithRestartGuard(guard))
+
+	// The nodes have just started: none may vote yet.
+	_, err := guarded.TryLock(ctx, key(t), 10*time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	require.ErrorIs(t, err, redlock.ErrUnreachable)
+	var qe *redlock.QuorumError
+	require.ErrorAs(t, err, &qe)
+	for _, r := range qe.Nodes {
+		if r.Status != redlock.NodePending { // the round stops at 3 refusals
+			require.ErrorIs(t, r.Err, redlock.ErrNodeRestarted, "fresh nodes are refused: %v", r)
+		}
+	}
+	require.GreaterOrEqual(t, len(restartedNodes(err)), 3)
+
+	// Once they are old enough the guarded client locks on {0,1,2} and
+	// on {2,3,4}: it has seen every node as old.
+	requireVotes(t, guarded, clients, guard+3*time.Second, 0, 1, 2)
+	requireVotes(t, guarded, clients, guard+3*time.Second, 2, 3, 4)
+
+	// A wins on {0,1,2}: nodes 3 and 4 are busy during its attempt.
+	k := key(t)
+	holdForeign(t, clients[3], k, time.Minute)
+	holdForeign(t, clients[4], k, time.Minute)
+	a, err := newClient(t, clients).TryLock(ctx, k, 30*time.Second)
+	require.NoError(t, err)
+	for i := 0; i < 3; i++ {
+		require.Equal(t, a.Token(), get(t, clients[i], k), "node %d", i)
+	}
+	for _, cl := range clients[3:] {
+		require.NoError(t, cl.Del(ctx, k).Err())
+	}
+
+	require.NoError(t, nodes[0].Restart())
+	require.Empty(t, get(t, clients[0], k), "node 0 forgot A's key")
+
+	// With the guard: node 0 does not count, so B gets 2 votes of 3.
+	_, err = guarded.TryLock(ctx, k, 30*time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotObtained, "B won while A holds the lock")
+	require.Equal(t, []int{0}, restartedNodes(err), "%v", err)
+	require.Positive(t, a.Validity())
+	eventually(t, 2*time.Second, func() bool { return get(t, clients[0], k) == "" }, "the refused grant on node 0 was not released")
+
+	// Without the guard: B wins on {0,3,4} while A's lock is valid.
+	b, err := newClient(t, clients).TryLock(ctx, k, 30*time.Second)
+	require.NoError(t, err, "the violation the guard prevents")
+	require.Positive(t, a.Validity())
+	require.Positive(t, b.Validity())
+	require.Equal(t, b.Token(), get(t, clients[0], k))
+	require.Equal(t, a.Token(), get(t, clients[1], k), "A still holds node 1: two holders")
+	require.NoError(t, b.Unlock(ctx))
+
+	// The guard is time-bound: once node 0 has been up for the guard's
+	// duration, it votes again.
+	requireVotes(t, guarded, clients, guard+3*time.Second, 0, 3, 4)
+	require.ErrorIs(t, a.Unlock(ctx), redlock.ErrNotHeld, "A lost its majority with node 0's memory")
+}
+
+// TestRestartGuardExtend: an Extend does not count a node that restarted
+// since the lock was taken either.
+func TestRestartGuardExtend(t *testing.T) {
+	nodes, clients := cluster(t, 3)
+	ctx := context.Background()
+	const guard = time.Second
+	c := newClient(t, clients, redlock.WithRestartGuard(guard))
+	requireVotes(t, c, clients, guard+3*time.Second, 0, 1)
+	requireVotes(t, c, clients, guard+3*time.Second, 1, 2)
+	l, err := c.TryLock(ctx, key(t), 30*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, nodes[0].Restart())
+	// Re-create the key on node 0, as a grant by its new incarnation
+	// would: only the guard can refuse it.
+	require.NoError(t, clients[0].Set(ctx, l.Key(), l.Token(), 30*time.Second).Err())
+	require.NoError(t, nodes[1].Kill())
+	err = l.Extend(ctx, 30*time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotHeld)
+	require.Equal(t, []int{0}, restartedNodes(err), "%v", err)
+}
+
+// TestRestartGuardOptions: the guard needs plain *redis.Client nodes, and
+// a non-negative duration.
+func TestRestartGuardOptions(t *testing.T) {
+	_, clients := cluster(t, 1)
+	type wrapped struct{ *redis.Client }
+	_, err := redlock.New([]redis.UniversalClient{wrapped{clients[0].(*redis.Client)}}, redlock.WithRestartGuard(time.Second))
+	require.ErrorIs(t, err, redlock.ErrInvalid)
+	_, err = redlock.New(clients, redlock.WithRestartGuard(-time.Second))
+	require.ErrorIs(t, err, redlock.ErrInvalid)
+	_, err = redlock.New(clients, redlock.WithRestartGuard(0))
+	require.NoError(t, err, "0 turns the guard off")
+}
+
+// TestRestartGuardRefusesWithTimeoutClone: a go-redis WithTimeout clone
+// shares its parent's pools, whose dials run the parent's hooks, so the
+// guard's dial count on the clone never moves and a node restarted a
+// moment before would vote. New refuses such a node (ErrInvalid, naming
+// it), whether or not the parent is guarded itself, without connecting
+// anywhere; the plain client is accepted and refuses the restarted node.
+func TestRestartGuardRefusesWithTimeoutClone(t *testing.T) {
+	nodes, clients := cluster(t, 3)
+	ctx := context.Background()
+	const guard = time.Second
+	plain := clients[1].(*redis.Client)
+	connections := func() string {
+		info, err := plain.Info(ctx, "stats").Result()
+		require.NoError(t, err)
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(line, "total_connections_received:"); ok {
+				return strings.TrimSpace(v)
+			}
+		}
+		t.Fatalf("INFO stats has no total_connections_received")
+		return ""
+	}
+
+	refused := func(nodes []redis.UniversalClient, node string) {
+		t.Helper()
+		_, err := redlock.New(nodes, redlock.WithRestartGuard(guard))
+		require.ErrorIs(t, err, redlock.ErrInvalid, "a clone's dials are not seen by its hooks")
+		require.ErrorContains(t, err, node)
+		require.ErrorContains(t, err, "WithTimeout")
+	}
+	before := connections()
+	refused([]redis.UniversalClient{clients[0], plain.WithTimeout(time.Second), clients[2]}, "node 2 ")
+	refused([]redis.UniversalClient{plain.WithTimeout(time.Second).WithTimeout(2 * time.Second)}, "node 1 ")
+
+	// The plain client passes, and its guard works through the probe.
+	c := newClient(t, []redis.UniversalClient{plain}, redlock.WithRestartGuard(guard))
+	require.Equal(t, before, connections(), "New connected to the node")
+	// A clone made after the parent's hook was installed is refused too.
+	refused([]redis.UniversalClient{clients[0], plain.WithTimeout(time.Second), clients[2]}, "node 2 ")
+	require.NoError(t, plain.WithTimeout(time.Second).Ping(ctx).Err(), "the clone works after the probe")
+
+	requireVotes(t, c, []redis.UniversalClient{plain}, guard+3*time.Second, 0)
+	require.NoError(t, nodes[1].Restart())
+	_, err := c.TryLock(ctx, key(t), 10*time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotObtained, "a node restarted a moment ago voted")
+	require.Equal(t, []int{0}, restartedNodes(err), "%v", err)
+}
+
+// A node given to the library may itself be replicated: a master with a
+// replica, managed by Sentinel, reached through go-redis's FailoverClient.
+// See docs/sentinel.md for what a failover inside one node means for
+// safety.
+
+// replicatedNode is a master and its replica on loopback.
+type replicatedNode struct {
+	name             string // the Sentinel master name
+	master, replica  *redisnode.Node
+	mClient, rClient *redis.Client
+}
+
+// startReplicated starts a master and a replica of it (which accepts
+// writes, so that a test can remove a key from it alone to stand for a
+// write that replication had not carried over yet), and waits until the
+// replica is in sync.
+func startReplicated(t testing.TB, name string) *replicatedNode {
+	t.Helper()
+	// No delay before the full sync (7.0 waits 5s for more replicas).
+	m := redistest.NodesWith(t, 1, redisnode.Options{Args: []string{"--repl-diskless-sync-delay", "0"}})[0]
+	r := redistest.NodesWith(t, 1, redisnode.Options{Args: []string{
+		"--replicaof", "127.0.0.1", strconv.Itoa(m.Port()),
+		"--replica-read-only", "no",
+	}})[0]
+	rn := &replicatedNode{name: name, master: m, replica: r, mClient: redistest.Client(t, m), rClient: redistest.Client(t, r)}
+	waitFor(t, 15*time.Second, func() bool {
+		info, err := rn.rClient.Info(context.Background(), "replication").Result()
+		return err == nil && strings.Contains(info, "master_link_status:up")
+	}, "replica %s of %s: want the replication link up", r.Addr(), m.Addr())
+	return rn
+}
+
+// waitFor polls cond every 50ms until it holds or wait passes; it is the
+// harness's eventually at a pace that does not flood a sentinel.
+func waitFor(t testing.TB, wait time.Duration, cond func() bool, format string, args ...any) {
+	t.Helper()
+	poll(t, wait, 50*time.Millisecond, cond, format, args...)
+}
+
+// startSentinel starts a Sentinel watching the masters with quorum 1, a
+// 1s down-after and a 3s failover timeout, and returns its address once it
+// knows every master and its replica. The process is killed when the test
+// ends.
+func startSentinel(t testing.TB, nodes ...*replicatedNode) string {
+	t.Helper()
+	bin, err := redisnode.LookPath()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	var lastErr error
+	for range 3 { // the port may be taken between freeLoopbackPort and bind
+		port := freeLoopbackPort(t)
+		var conf strings.Builder
+		fmt.Fprintf(&conf, "port %d\nbind 127.0.0.1\ndaemonize no\nlogfile \"\"\ndir %s\n", port, dir)
+		for _, n := range nodes {
+			fmt.Fprintf(&conf, "sentinel monitor %s 127.0.0.1 %d 1\n", n.name, n.master.Port())
+			fmt.Fprintf(&conf, "sentinel down-after-milliseconds %s 1000\n", n.name)
+			fmt.Fprintf(&conf, "sentinel failover-timeout %s 3000\n", n.name)
+		}
+		// Sentinel rewrites its configuration file: it must be writable.
+		file := filepath.Join(dir, "sentinel.conf")
+		require.NoError(t, os.WriteFile(file, []byte(conf.String()), 0o600))
+		var log strings.Builder
+		cmd := exec.Command(bin, file, "--sentinel")
+		cmd.Dir = dir
+		cmd.Stdout, cmd.Stderr = &lockedWriter{w: &log}, nil
+		cmd.Stderr = cmd.Stdout
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		cmd.WaitDelay = time.Second
+		require.NoError(t, cmd.Start())
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		stop := func() {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		sc := redis.NewSentinelClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1, DialTimeout: 200 * time.Millisecond})
+		ready := func() bool {
+			for _, n := range nodes {
+				rs, err := sc.Replicas(context.Background(), n.name).Result()
+				if err != nil || len(rs) == 0 {
+					return false
+				}
+			}
+			return true
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		ok := false
+	wait:
+		for time.Now().Before(deadline) {
+			select {
+			case <-exited:
+				break wait
+			default:
+			}
+			if ok = ready(); ok {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		_ = sc.Close()
+		if ok {
+			t.Cleanup(stop)
+			return addr
+		}
+		stop()
+		lastErr = fmt.Errorf("sentinel on port %d did not come up knowing every master and replica; log:\n%s", port, log.String())
+	}
+	t.Fatal(lastErr)
+	return ""
+}
+
+// lockedWriter serialises writes to w (the process writes from one
+// goroutine, the test reads the log from another).
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *strings.Builder
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// failoverClient returns a FailoverClient for the master name via the
+// sentinel, with fail-fast settings like the harness's clients.
+func failoverClient(t testing.TB, sentinel, name string) *redis.Client {
+	t.Helper()
+	c := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:    name,
+		SentinelAddrs: []string{sentinel},
+		DialTimeout:   250 * time.Millisecond,
+		ReadTimeout:   500 * time.Millisecond,
+		WriteTimeout:  500 * time.Millisecond,
+		MaxRetries:    -1,
+		DialerRetries: 1,
+	})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestSentinel(t *testing.T) {
+	n0, n1 := startReplicated(t, "node0"), startReplicated(t, "node1")
+	sentinel := startSentinel(t, n0, n1)
+	plain := redistest.Clients(t, redistest.Nodes(t, 2))
+	ctx := context.Background()
+	// A failover client dials the sentinel first, then the master.
+	opts := []redlock.Option{redlock.WithNodeTimeout(time.Second)}
+
+	t.Run("one Sentinel-managed node", func(t *testing.T) {
+		fo := failoverClient(t, sentinel, n0.name)
+		nodes := []redis.UniversalClient{fo, plain[0], plain[1]}
+		rl := newClient(t, nodes, opts...)
+		k := key(t)
+		// Hold the key on one plain node: the lock can only be won with
+		// the failover node's vote.
+		holdForeign(t, plain[1], k, 10*time.Second)
+		l, err := rl.TryLock(ctx, k, 10*time.Second)
+		require.NoError(t, err)
+		if got := get(t, n0.mClient, k); got != l.Token() {
+			t.Fatalf("master %s: want our token, got %q", n0.master.Addr(), got)
+		}
+		waitFor(t, 5*time.Second, func() bool { return get(t, n0.rClient, k) == l.Token() },
+			"replica %s: want our token replicated", n0.replica.Addr())
+		require.NoError(t, l.Extend(ctx, 10*time.Second))
+		require.NoError(t, l.Unlock(ctx))
+		if got := get(t, n0.mClient, k); got != "" {
+			t.Fatalf("master: want the key released, got %q", got)
+		}
+	})
+
+	t.Run("two Sentinel-managed nodes", func(t *testing.T) {
+		// Two FailoverClients over different masters are different nodes;
+		// go-redis gives both the placeholder address "FailoverClient".
+		nodes := []redis.UniversalClient{failoverClient(t, sentinel, n0.name), failoverClient(t, sentinel, n1.name), plain[0]}
+		rl, err := redlock.New(nodes, opts...)
+		if err != nil {
+			t.Fatalf("New over two FailoverClients of different masters: want a client, got %v", err)
+		}
+		k := key(t)
+		holdForeign(t, plain[0], k, 10*time.Second)
+		l, err := rl.TryLock(ctx, k, 10*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(ctx))
+	})
+
+	t.Run("the same Sentinel-managed node twice", func(t *testing.T) {
+		// Caught by run_id on first contact, like two addresses of one server.
+		nodes := []redis.UniversalClient{failoverClient(t, sentinel, n1.name), failoverClient(t, sentinel, n1.name), plain[0]}
+		rl, err := redlock.New(nodes, opts...)
+		if err == nil {
+			_, err = rl.TryLock(ctx, key(t), 10*time.Second)
+		}
+		if !errors.Is(err, redlock.ErrDuplicateNode) {
+			t.Fatalf("want ErrDuplicateNode, got %v", err)
+		}
+	})
+
+	// Last: it kills node0's master.
+	t.Run("failover", func(t *testing.T) {
+		fo := failoverClient(t, sentinel, n0.name)
+		nodes := []redis.UniversalClient{fo, plain[0], plain[1]}
+		rl := newClient(t, nodes, opts...)
+		// a holds a short lease through the failover by auto-extension.
+		const ttl = 3 * time.Second
+		a, err := rl.TryLock(ctx, key(t), ttl)
+		require.NoError(t, err)
+		require.NoError(t, a.AutoExtend(ctx))
+		k := a.Key()
+		waitFor(t, 5*time.Second, func() bool { return get(t, n0.rClient, k) == a.Token() },
+			"replica: want our token replicated")
+		// Stand for asynchronous replication losing the write: the
+		// replica, about to be promoted, never got it.
+		require.NoError(t, n0.rClient.Del(ctx, k).Err())
+
+		require.NoError(t, n0.master.Kill())
+		sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel, MaxRetries: -1})
+		defer sc.Close()
+		waitFor(t, 30*time.Second, func() bool {
+			addr, err := sc.GetMasterAddrByName(ctx, n0.name).Result()
+			return err == nil && len(addr) == 2 && addr[1] == strconv.Itoa(n0.replica.Port())
+		}, "sentinel: want %s promoted to master of %s", n0.replica.Addr(), n0.name)
+
+		// The node works again through the same client ...
+		k2 := key(t)
+		holdForeign(t, plain[1], k2, 10*time.Second)
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			l, err := rl.TryLock(ctx, k2, 10*time.Second)
+			if err == nil {
+				require.NoError(t, l.Unlock(ctx))
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after 15s: want a lock needing the failed-over node's vote, got %v", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+
+		// ... but it forgot a's key: it votes for a second holder while a
+		// still holds the lock, and the restart guard (d >= ttl) does not
+		// refuse the vote: the new master is no young process. The other
+		// two nodes outvote it.
+		waitFor(t, 10*time.Second, func() bool {
+			info, err := n0.rClient.Info(ctx, "server").Result()
+			up, _ := strconv.Atoi(strings.TrimSpace(infoValue(info, "uptime_in_seconds")))
+			return err == nil && up >= 5
+		}, "replica: want an uptime above the guard's 3s")
+		alone, err := newClient(t, nodes[:1], append(opts, redlock.WithRestartGuard(ttl))...).TryLock(ctx, k, ttl)
+		if err != nil {
+			t.Fatalf("node 0 alone, restart guard on: want its (wrong) vote for a key a holds, got %v", err)
+		}
+		require.NoError(t, alone.Unlock(ctx))
+		b, err := newClient(t, nodes, append(opts, redlock.WithRestartGuard(ttl))...).TryLock(ctx, k, ttl)
+		if err == nil {
+			t.Fatalf("want a's lock kept by the majority, got a second holder %q", b.Token())
+		}
+		require.ErrorIs(t, err, redlock.ErrContended)
+		if err := a.Err(); err != nil {
+			t.Fatalf("a: want still held, got %v", err)
+		}
+		require.NoError(t, a.Unlock(ctx))
+	})
+}
+
+// infoValue returns field's value in an INFO reply, or "".
+func infoValue(info, field string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// replyPlans holds the plan FuzzReply's one fake server follows now.
+type replyPlans struct{ p atomic.Pointer[replyPlan] }
+
+func (r *replyPlans) reply(cmd []string) []byte { return r.p.Load().reply(cmd) }
+
+// FuzzReply answers one command of a lock attempt with arbitrary bytes. It
+// must never panic. A lost attempt says why, in the node's result. The
+// target's high bit makes the attempt fenced (WithFencing), whose replies
+// go through the fenced parser.
+func FuzzReply(f *testing.F) {
+	for ti := range replyTargets {
+		for _, m := range malformed {
+			if m.reply != nil {
+				f.Add(m.reply, uint8(ti), ti%2 == 0)
+			}
+		}
+	}
+	f.Add([]byte(":1\r\n"), uint8(0), false) // a real vote
+	f.Add([]byte(":0\r\n"), uint8(0), true)  // a real refusal
+	f.Add([]byte(":1\r\n:1\r\n+OK\r\n"), uint8(1), false)
+	f.Add([]byte{}, uint8(0), false) // silence
+	for _, m := range fencedMalformed {
+		f.Add(m.reply, uint8(0x80|1), false) // fenced, EVAL
+	}
+	f.Add([]byte("*2\r\n:1\r\n:7\r\n"), uint8(0x80|1), false) // a real fenced vote
+	f.Add([]byte("*2\r\n:0\r\n:0\r\n"), uint8(0x80|1), true)  // a real fenced refusal
+
+	plans := &replyPlans{}
+	fake := startFake(f, plans.reply)
+	ctx := context.Background()
+	f.Fuzz(func(t *testing.T, reply []byte, target uint8, resp3 bool) {
+		plans.p.Store(&replyPlan{target: replyTargets[int(target)%len(replyTargets)], garbage: reply, resp3: resp3, runID: "fuzz-fake"})
+		c := redis.NewClient(&redis.Options{
+			Addr: fake.Addr(), MaxRetries: -1, DialerRetries: 1, PoolSize: 2,
+			DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
+		})
+		defer c.Close()
+		opts := []redlock.Option{redlock.WithNodeTimeout(100 * time.Millisecond)}
+		if target&0x80 != 0 {
+			opts = append(opts, redlock.WithFencing())
+		}
+		rl, err := redlock.New([]redis.UniversalClient{c}, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := rl.TryLock(ctx, "fuzz-reply", 10*time.Second)
+		if err == nil {
+			_ = l.Extend(ctx, 10*time.Second)
+			_ = l.Unlock(ctx)
+			return
+		}
+		if !errors.Is(err, redlock.ErrNotObtained) {
+			t.Fatalf("want ErrNotObtained, got %v", err)
+		}
+		var qe *redlock.QuorumError
+		if !errors.As(err, &qe) {
+			t.Fatalf("want a *QuorumError, got %T: %v", err, err)
+		}
+		switch n := qe.Nodes[0]; n.Status {
+		case redlock.NodeFailed:
+			if n.Err == nil {
+				t.Fatalf("want the node's error, got %v", n)
+			}
+		case redlock.NodeTaken:
+		default:
+			t.Fatalf("want failed or taken, got %v", n)
+		}
+	})
 }

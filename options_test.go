@@ -3,13 +3,14 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"math"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/stretchr/testify/require"
-
 	"github.com/seed543a70bd/redlock"
+	"github.com/stretchr/testify/require"
 )
 
 // TestNewRejects: New names what is wrong with its input.
@@ -352,5 +353,142 @@ func TestNilContextsAreInvalid(t *testing.T) {
 		require.ErrorIs(t, l.AutoExtend(nilCtx), redlock.ErrInvalid)
 		require.ErrorIs(t, l.Unlock(nilCtx), redlock.ErrInvalid)
 		require.NoError(t, l.Unlock(context.Background()))
+	})
+}
+
+// Fuzz targets run their seed corpora (f.Add and testdata/fuzz) as
+// ordinary tests; `make fuzz` fuzzes each for a while. None may panic;
+// each checks the documented contract of what it feeds.
+
+// deadNode returns a client for a loopback port nothing listens on: every
+// request fails at once with "connection refused", without a server.
+func deadNode(t testing.TB) redis.UniversalClient {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1, DialTimeout: 100 * time.Millisecond})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Bits of FuzzOptions' mask: which options a case passes.
+const (
+	optDrift = 1 << iota
+	optNodeTimeout
+	optRetryDelay
+	optMaxTries
+	optMaxExtensions
+	optMaxHold
+	optRestartGuard
+	optToken
+)
+
+// FuzzOptions checks that option and TTL validation never panics and
+// fails with ErrInvalid exactly when an input is out of its documented
+// range. The node set is one dead port, so a valid call fails with
+// ErrNotObtained instead.
+func FuzzOptions(f *testing.F) {
+	f.Add(uint16(0), 0.01, int64(0), int64(0), 0, 0, int64(0), int64(0), "", int64(10*time.Second))
+	f.Add(uint16(0xff), 0.01, int64(time.Millisecond), int64(time.Millisecond), 3, 1, int64(time.Second), int64(time.Second), "0123456789abcdef", int64(time.Second))
+	f.Add(uint16(optDrift), -0.0, int64(0), int64(0), 0, 0, int64(0), int64(0), "", int64(time.Second))
+	f.Add(uint16(optDrift), 0.5, int64(0), int64(0), 0, 0, int64(0), int64(0), "", int64(time.Second))
+	f.Add(uint16(optDrift), 0.4999999999, int64(0), int64(0), 0, 0, int64(0), int64(0), "", int64(math.MaxInt64))
+	f.Add(uint16(optDrift), math.NaN(), int64(0), int64(0), 0, 0, int64(0), int64(0), "", int64(time.Second))
+	f.Add(uint16(optDrift), math.Inf(-1), int64(0), int64(0), 0, 0, int64(0), int64(0), "", int64(time.Second))
+	f.Add(uint16(optNodeTimeout|optRetryDelay), 0.0, int64(0), int64(-1), 0, 0, int64(0), int64(0), "", int64(time.Second))
+	f.Add(uint16(optMaxTries|optMaxExtensions|optMaxHold|optRestartGuard), 0.0, int64(0), int64(0), -1, -1, int64(-1), int64(-1), "", int64(time.Second))
+	f.Add(uint16(optToken), 0.0, int64(0), int64(0), 0, 0, int64(0), int64(0), "short", int64(time.Second))
+	f.Add(uint16(0), 0.0, int64(0), int64(0), 0, 0, int64(0), int64(0), "", int64(3*time.Millisecond))
+	f.Add(uint16(0), 0.0, int64(0), int64(0), 0, 0, int64(0), int64(0), "", int64(-time.Second))
+	f.Add(uint16(0), 0.0, int64(0), int64(0), 0, 0, int64(0), int64(0), "", int64(math.MinInt64))
+	f.Add(uint16(optNodeTimeout), 0.0, int64(math.MaxInt64), int64(0), 0, 0, int64(0), int64(0), "", int64(math.MaxInt64))
+
+	node := deadNode(f)
+	f.Fuzz(func(t *testing.T, mask uint16, drift float64, nodeTimeout, retryDelay int64, maxTries, maxExt int, maxHold, guard int64, token string, ttlNs int64) {
+		var opts []redlock.Option
+		bad := false
+		add := func(bit uint16, invalid bool, o redlock.Option) {
+			if mask&bit != 0 {
+				opts = append(opts, o)
+				bad = bad || invalid
+			}
+		}
+		add(optDrift, !(drift >= 0 && drift < 0.5), redlock.WithDriftFactor(drift))
+		add(optNodeTimeout, nodeTimeout <= 0, redlock.WithNodeTimeout(time.Duration(nodeTimeout)))
+		add(optRetryDelay, retryDelay <= 0, redlock.WithRetryDelay(time.Duration(retryDelay)))
+		add(optMaxTries, maxTries < 0, redlock.WithMaxTries(maxTries))
+		add(optMaxExtensions, maxExt < 0, redlock.WithMaxExtensions(maxExt))
+		add(optMaxHold, maxHold < 0, redlock.WithMaxHold(time.Duration(maxHold)))
+		add(optRestartGuard, guard < 0, redlock.WithRestartGuard(time.Duration(guard)))
+		nodes := []redis.UniversalClient{node}
+
+		// New: a token is refused even when valid (it is per call).
+		withToken := append(opts[:len(opts):len(opts)], redlock.WithToken(token))
+		_, err := redlock.New(nodes, withToken...)
+		if !errors.Is(err, redlock.ErrInvalid) {
+			t.Fatalf("New with WithToken: want ErrInvalid, got %v", err)
+		}
+		rl, err := redlock.New(nodes, opts...)
+		if bad != errors.Is(err, redlock.ErrInvalid) || (err != nil && !bad) {
+			t.Fatalf("New(mask %#x): want invalid=%v, got %v", mask, bad, err)
+		}
+		if bad {
+			return
+		}
+
+		// One call, with the options given again per call and a TTL.
+		callOpts := opts
+		if mask&optToken != 0 {
+			callOpts = withToken
+			bad = len(token) < minTokenLen
+		}
+		ttl := time.Duration(ttlNs)
+		factor := defaultDriftFactor
+		if mask&optDrift != 0 {
+			factor = drift
+		}
+		// Valid iff ttl - ceil(ttl*f) - 2ms >= 1ms (the least validity a lock may have); the
+		// bounds below leave the rounding at the edge to either answer.
+		ttlBad, ttlGood := ttl < 3*time.Millisecond, float64(ttl)*(1-factor) >= float64(4*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		l, err := rl.TryLock(ctx, "fuzz-options", ttl, callOpts...)
+		switch {
+		case err == nil:
+			t.Fatalf("TryLock on a dead node: want an error, got lock %q", l.Token())
+		case bad || ttlBad:
+			if !errors.Is(err, redlock.ErrInvalid) {
+				t.Fatalf("TryLock(ttl %v, mask %#x): want ErrInvalid, got %v", ttl, mask, err)
+			}
+		case ttlGood:
+			if errors.Is(err, redlock.ErrInvalid) || !errors.Is(err, redlock.ErrNotObtained) {
+				t.Fatalf("TryLock(ttl %v, mask %#x): want ErrNotObtained, not ErrInvalid, got %v", ttl, mask, err)
+			}
+		default: // within a few ms of the bound: either, but classified
+			if !errors.Is(err, redlock.ErrInvalid) && !errors.Is(err, redlock.ErrNotObtained) {
+				t.Fatalf("TryLock(ttl %v): want ErrInvalid or ErrNotObtained, got %v", ttl, err)
+			}
+		}
+
+		// Lock retries; it refuses a token outright, and ends with ctx.
+		lctx, lcancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		defer lcancel()
+		_, err = rl.Lock(lctx, "fuzz-options", ttl, callOpts...)
+		switch {
+		case err == nil:
+			t.Fatal("Lock on a dead node: want an error, got a lock")
+		case mask&optToken != 0 || ttlBad:
+			if !errors.Is(err, redlock.ErrInvalid) {
+				t.Fatalf("Lock(ttl %v, mask %#x): want ErrInvalid, got %v", ttl, mask, err)
+			}
+		case ttlGood:
+			if !errors.Is(err, redlock.ErrNotObtained) {
+				t.Fatalf("Lock(ttl %v, mask %#x): want ErrNotObtained, got %v", ttl, mask, err)
+			}
+		}
 	})
 }
