@@ -84,8 +84,7 @@ func TestExtendUnlockErrorsListNodes(t *testing.T) {
 // TestLostLockErrorsMatchSentinels: a lost lock's errors match ErrLockLost, ErrNotHeld
 // and, through errors.As, a *QuorumError; a hold limit adds ErrHoldLimit.
 func TestLostLockErrorsMatchSentinels(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients, redlock.WithNodeTimeout(20*time.Millisecond))
+	clients, rl := threeNodes(t, redlock.WithNodeTimeout(20*time.Millisecond))
 	ctx := context.Background()
 	k := key(t)
 	l, err := rl.TryLock(ctx, k, 400*time.Millisecond)

@@ -681,8 +681,7 @@ func TestKeyPrefixACL(t *testing.T) {
 // TestFamilyKeyPrefix: with WithKeyPrefix every key the family writes
 // is under the prefix, and hand-off still wakes waiters.
 func TestFamilyKeyPrefix(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients, redlock.WithKeyPrefix("app1:"))
+	clients, rl := threeNodes(t, redlock.WithKeyPrefix("app1:"))
 	ctx := context.Background()
 	root := key(t)
 	var held []*redlock.Lock
