@@ -93,11 +93,7 @@ func TestLostLockErrorsMatchSentinels(t *testing.T) {
 	for _, c := range clients {
 		require.NoError(t, c.Set(ctx, k, foreignToken, time.Minute).Err())
 	}
-	select {
-	case <-l.Done():
-	case <-time.After(2 * time.Second):
-		t.Fatal("Done never closed after the key was taken")
-	}
+	awaitDone(t, l, 2*time.Second, "Done never closed after the key was taken")
 	e := l.Err()
 	require.ErrorIs(t, e, redlock.ErrLockLost)
 	require.ErrorIs(t, e, redlock.ErrNotHeld)
@@ -110,11 +106,7 @@ func TestLostLockErrorsMatchSentinels(t *testing.T) {
 	l2, err := rl.TryLock(ctx, k2, 200*time.Millisecond, redlock.WithMaxExtensions(1))
 	require.NoError(t, err)
 	require.NoError(t, l2.AutoExtend(ctx))
-	select {
-	case <-l2.Done():
-	case <-time.After(3 * time.Second):
-		t.Fatal("Done never closed after the hold limit")
-	}
+	awaitDone(t, l2, 3*time.Second, "Done never closed after the hold limit")
 	e2 := l2.Err()
 	require.ErrorIs(t, e2, redlock.ErrLockLost)
 	require.ErrorIs(t, e2, redlock.ErrHoldLimit)

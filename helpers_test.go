@@ -123,6 +123,16 @@ func eventuallyTaken(t testing.TB, wait time.Duration, try func() (*redlock.Lock
 	}, format, args...)
 }
 
+// awaitDone fails the test with msg unless l's Done closes within d.
+func awaitDone(t testing.TB, l *redlock.Lock, d time.Duration, msg string) {
+	t.Helper()
+	select {
+	case <-l.Done():
+	case <-time.After(d):
+		t.Fatal(msg)
+	}
+}
+
 // poll checks cond every interval until it holds, and fails the test with
 // the message when wait passes first.
 func poll(t testing.TB, wait, interval time.Duration, cond func() bool, format string, args ...any) {
