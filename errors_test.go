@@ -84,8 +84,7 @@ func TestExtendUnlockErrorsListNodes(t *testing.T) {
 // TestLostLockErrorsMatchSentinels: a lost lock's errors match ErrLockLost, ErrNotHeld
 // and, through errors.As, a *QuorumError; a hold limit adds ErrHoldLimit.
 func TestLostLockErrorsMatchSentinels(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients, redlock.WithNodeTimeout(20*time.Millisecond))
+	clients, rl := threeNodes(t, redlock.WithNodeTimeout(20*time.Millisecond))
 	ctx := context.Background()
 	k := key(t)
 	l, err := rl.TryLock(ctx, k, 400*time.Millisecond)
@@ -94,11 +93,7 @@ func TestLostLockErrorsMatchSentinels(t *testing.T) {
 	for _, c := range clients {
 		require.NoError(t, c.Set(ctx, k, foreignToken, time.Minute).Err())
 	}
-	select {
-	case <-l.Done():
-	case <-time.After(2 * time.Second):
-		t.Fatal("Done never closed after the key was taken")
-	}
+	awaitDone(t, l, 2*time.Second, "Done never closed after the key was taken")
 	e := l.Err()
 	require.ErrorIs(t, e, redlock.ErrLockLost)
 	require.ErrorIs(t, e, redlock.ErrNotHeld)
@@ -111,11 +106,7 @@ func TestLostLockErrorsMatchSentinels(t *testing.T) {
 	l2, err := rl.TryLock(ctx, k2, 200*time.Millisecond, redlock.WithMaxExtensions(1))
 	require.NoError(t, err)
 	require.NoError(t, l2.AutoExtend(ctx))
-	select {
-	case <-l2.Done():
-	case <-time.After(3 * time.Second):
-		t.Fatal("Done never closed after the hold limit")
-	}
+	awaitDone(t, l2, 3*time.Second, "Done never closed after the hold limit")
 	e2 := l2.Err()
 	require.ErrorIs(t, e2, redlock.ErrLockLost)
 	require.ErrorIs(t, e2, redlock.ErrHoldLimit)

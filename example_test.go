@@ -62,6 +62,15 @@ func printErr(what string, err error) {
 	}
 }
 
+// closeAfter closes locker, then the go-redis clients it was made on:
+// each c.Close() in turn.
+func closeAfter(locker interface{ Close() error }, clients []redis.UniversalClient) {
+	_ = locker.Close()
+	for _, c := range clients {
+		_ = c.Close()
+	}
+}
+
 // The whole life of a lock: Dial the nodes, wait for the lock, tell why
 // it was not had, release it, and Close before the process exits.
 func Example() {
@@ -186,12 +195,7 @@ func ExampleQuorumError() {
 	}
 	// New's Client leaves its go-redis clients to the caller: close
 	// them after it.
-	defer func() {
-		_ = locker.Close()
-		for _, c := range clients {
-			_ = c.Close()
-		}
-	}()
+	defer closeAfter(locker, clients)
 	// Two nodes are gone: a quorum of 2 of 3 is impossible.
 	_ = clients[1].Close()
 	_ = clients[2].Close()
@@ -397,12 +401,7 @@ func ExampleMultiLock() {
 	}
 	// NewMultiLock leaves its go-redis clients to the caller: close them
 	// after it.
-	defer func() {
-		_ = locker.Close()
-		for _, c := range clients {
-			_ = c.Close()
-		}
-	}()
+	defer closeAfter(locker, clients)
 	ctx := context.Background()
 
 	lock, err := locker.TryLock(ctx, "ledger:close", 10*time.Second)

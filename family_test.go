@@ -75,8 +75,7 @@ func TestPathConflicts(t *testing.T) {
 // TestPathKeyAndRelease: Key is the normalized path; after Unlock every
 // related path is free again and no key is left on the nodes.
 func TestPathKeyAndRelease(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	p := key(t)
 	l, err := rl.TryLockPath(ctx, "/"+p+"/x/y/", time.Second)
@@ -104,8 +103,7 @@ func TestPathKeyAndRelease(t *testing.T) {
 // TestPathInvalid: bad paths fail at once with ErrInvalid, naming what
 // is wrong, and send nothing.
 func TestPathInvalid(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	_, rl := threeNodes(t)
 	ctx := context.Background()
 	for _, p := range []string{"", "/", "//", "a//b", "/a/./b", "a/..", "./a", "a/b//"} {
 		_, err := rl.TryLockPath(ctx, p, time.Second)
@@ -125,29 +123,21 @@ func TestPathInvalid(t *testing.T) {
 // vanished (never unlocked) blocks its ancestor only until its lease
 // expires on the nodes.
 func TestPathExpiredDescendantStopsBlocking(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	_, rl := threeNodes(t)
 	ctx := context.Background()
 	p := key(t)
 	_, err := rl.TryLockPath(ctx, p+"/child", 300*time.Millisecond) // abandoned
 	require.NoError(t, err)
 	_, err = rl.TryLockPath(ctx, p, time.Second)
 	require.ErrorIs(t, err, redlock.ErrContended)
-	eventually(t, 5*time.Second, func() bool {
-		l, err := rl.TryLockPath(ctx, p, time.Second)
-		if err != nil {
-			return false
-		}
-		require.NoError(t, l.Unlock(ctx))
-		return true
-	}, "want the ancestor free once the abandoned descendant's lease expired")
+	eventuallyTaken(t, 5*time.Second, func() (*redlock.Lock, error) { return rl.TryLockPath(ctx, p, time.Second) },
+		"want the ancestor free once the abandoned descendant's lease expired")
 }
 
 // TestPathHandoff: a LockPath waiting for an ancestor wakes on the
 // release of the descendant that blocked it, well before its retry delay.
 func TestPathHandoff(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	_, rl := threeNodes(t)
 	ctx := context.Background()
 	p := key(t)
 	held, err := rl.TryLockPath(ctx, p+"/a/b", 10*time.Second)
@@ -178,8 +168,7 @@ func TestPathHandoff(t *testing.T) {
 // taken again; a different limit on a key with live permits is
 // ErrInvalid, and not retried by Acquire.
 func TestSemaphore(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
 	var held []*redlock.Lock
@@ -298,8 +287,7 @@ func TestSemaphorePartition(t *testing.T) {
 // disturbs; a design that scanned all held locks would be 25 or more
 // times slower, and the bound is 4x (see below).
 func TestPathCostIndependentOfHeld(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	root := key(t)
 	measure := func() float64 {
@@ -554,8 +542,7 @@ func requireOnlyKey(t *testing.T, clients []redis.UniversalClient, base, want, t
 // contention, and the attempt writes nothing. On one node of three, the
 // other two outvote it.
 func TestForeignValueFailsNode(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	for _, ka := range kindAttempts() {
 		for ki := range ka.keys("b") {
@@ -591,8 +578,7 @@ func TestForeignValueFailsNode(t *testing.T) {
 // the kind reads it as such (a reader beside ours, a lock below a
 // sibling), no obstacle.
 func TestOwnKindsAtKeyAreContention(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	own := []struct {
 		name string
@@ -637,8 +623,7 @@ func TestOwnKindsAtKeyAreContention(t *testing.T) {
 // (NodeTaken, or NodeAbsent for a permit): the lock cannot be held
 // there, so it is lost, not unreachable.
 func TestForeignValueOnUnlockAndExtend(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	forEachKind(t, func(t *testing.T, ka kindAttempt, base, at string) {
 		l, err := ka.try(ctx, rl, base)
@@ -678,8 +663,7 @@ func TestForeignValueOnUnlockAndExtend(t *testing.T) {
 // value on one node of three, it retries as for a failed node, and wins
 // once another owner's key on a second node expires.
 func TestLockStopsOnForeignValue(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	forEachKind(t, func(t *testing.T, ka kindAttempt, base, at string) {
 		putSet(t, clients, at)
@@ -809,8 +793,7 @@ func TestFamilyTinyTimeouts(t *testing.T) {
 // than a quorum of nodes still grants the lease (its expiry on the node,
 // read from the readers set or the semaphore).
 func TestFamilyConcurrentExtend(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
 	r, err := rl.TryRLock(ctx, k+"-r", 10*time.Second)
@@ -862,8 +845,7 @@ func TestFamilyConcurrentExtend(t *testing.T) {
 // read lock on a plain lock's key, are refused as contention (the key is
 // someone else's), not reported as an outage.
 func TestFamilyWrongType(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	_, rl := threeNodes(t)
 	ctx := context.Background()
 	sem, lk := key(t), key(t)
 	p, err := rl.TryAcquire(ctx, sem, 2, 10*time.Second)
@@ -942,8 +924,7 @@ func TestPathsOfAnyShapeConflictWithRelatives(t *testing.T) {
 // TestFamilyOnForeignTypeDeletesNothing: family locks on keys of another type fail cleanly
 // (no panic, an error, nothing deleted).
 func TestFamilyOnForeignTypeDeletesNothing(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
 	for _, c := range clients {
@@ -983,8 +964,7 @@ func TestFamilyOnForeignTypeDeletesNothing(t *testing.T) {
 // TestSemaphoreLimitChangeAndExpiredPermit: limit changes, permit Extend after expiry, and no
 // more than limit permits under concurrency.
 func TestSemaphoreLimitChangeAndExpiredPermit(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	_, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
 	p1, err := rl.TryAcquire(ctx, k, 2, 300*time.Millisecond)

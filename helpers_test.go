@@ -58,6 +58,14 @@ func newClient(t testing.TB, clients []redis.UniversalClient, opts ...redlock.Op
 	return c
 }
 
+// threeNodes starts 3 real nodes and returns their clients and a Client
+// on them (newClient, with opts).
+func threeNodes(t testing.TB, opts ...redlock.Option) ([]redis.UniversalClient, *redlock.Client) {
+	t.Helper()
+	_, clients := cluster(t, 3)
+	return clients, newClient(t, clients, opts...)
+}
+
 // deadClients returns clients for n addresses where a redis-server was
 // killed: connections are refused, as for a crashed node.
 func deadClients(t testing.TB, n int) []redis.UniversalClient {
@@ -99,6 +107,30 @@ func get(t testing.TB, c redis.UniversalClient, key string) string {
 func eventually(t testing.TB, wait time.Duration, cond func() bool, format string, args ...any) {
 	t.Helper()
 	poll(t, wait, 5*time.Millisecond, cond, format, args...)
+}
+
+// eventuallyTaken polls like eventually until try, an acquisition that
+// does not wait, is granted, and releases the lock it got.
+func eventuallyTaken(t testing.TB, wait time.Duration, try func() (*redlock.Lock, error), format string, args ...any) {
+	t.Helper()
+	eventually(t, wait, func() bool {
+		l, err := try()
+		if err != nil {
+			return false
+		}
+		require.NoError(t, l.Unlock(context.Background()))
+		return true
+	}, format, args...)
+}
+
+// awaitDone fails the test with msg unless l's Done closes within d.
+func awaitDone(t testing.TB, l *redlock.Lock, d time.Duration, msg string) {
+	t.Helper()
+	select {
+	case <-l.Done():
+	case <-time.After(d):
+		t.Fatal(msg)
+	}
 }
 
 // poll checks cond every interval until it holds, and fails the test with

@@ -273,8 +273,7 @@ func TestExtendWaitHonoursCtx(t *testing.T) {
 // Replay with -seed N.
 func TestExtendCtxStorm(t *testing.T) {
 	seed := testSeed(t)
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients, redlock.WithNodeTimeout(2*time.Second))
+	clients, rl := threeNodes(t, redlock.WithNodeTimeout(2*time.Second))
 	ctx := context.Background()
 	k := key(t)
 	l, err := rl.TryLock(ctx, k, 2*time.Second)
@@ -347,8 +346,7 @@ func TestExtendCtxStorm(t *testing.T) {
 // serialised, whichever call finished last set the deadline, so Validity
 // could say ~9.4s while every node expired the key in 300ms.
 func TestConcurrentExtendNeverOverpromises(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	k := key(t)
 	l, err := rl.TryLock(context.Background(), k, 10*time.Second)
 	require.NoError(t, err)
@@ -404,8 +402,7 @@ func quorumPTTL(t testing.TB, clients []redis.UniversalClient, key string, quoru
 // TestExtendUnlockAutoExtendAtOnceLeaveNothing: Extend, Unlock and AutoExtend at once on one
 // lock: no panic, no hang, Validity <= 0 after Unlock, nothing left.
 func TestExtendUnlockAutoExtendAtOnceLeaveNothing(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	for i := 0; i < 40; i++ {
 		k := key(t)

@@ -824,8 +824,7 @@ func countErrs(errs []error) (int, error) {
 // ErrNotHeld).
 func TestBurstOnBusyNodesSucceeds(t *testing.T) {
 	const n = 10000
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients, redlock.WithNodeTimeout(20*time.Second))
+	clients, rl := threeNodes(t, redlock.WithNodeTimeout(20*time.Second))
 	ctx := context.Background()
 	warm, err := rl.TryLock(ctx, key(t), 10*time.Second) // dial and identify the nodes first
 	require.NoError(t, err)

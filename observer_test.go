@@ -237,11 +237,7 @@ func TestObserverLostLock(t *testing.T) {
 	eventually(t, 5*time.Second, func() bool { return l.Extensions() >= 1 }, "want an extension")
 	require.NoError(t, nodes[0].Kill())
 	require.NoError(t, nodes[1].Kill())
-	select {
-	case <-l.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("want Done closed after the majority was killed")
-	}
+	awaitDone(t, l, 5*time.Second, "want Done closed after the majority was killed")
 	require.ErrorIs(t, l.Err(), redlock.ErrLockLost)
 	ends := rec.lockEvents()
 	require.Len(t, ends, 1)
@@ -283,11 +279,7 @@ func TestLoggerSilentByDefault(t *testing.T) {
 	for _, c := range cs {
 		require.NoError(t, c.Del(ctx, k).Err())
 	}
-	select {
-	case <-l.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("want Done closed once the key is gone")
-	}
+	awaitDone(t, l, 5*time.Second, "want Done closed once the key is gone")
 	require.ErrorIs(t, l.Err(), redlock.ErrLockLost)
 	_ = l.Unlock(ctx)
 	require.Empty(t, buf.String())

@@ -23,8 +23,7 @@ import (
 // expired stops blocking; readers extend; the last reader's release frees
 // the key for a writer and leaves nothing on the nodes.
 func TestReadWrite(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
 
@@ -55,22 +54,15 @@ func TestReadWrite(t *testing.T) {
 	require.NoError(t, long.Unlock(ctx)) // the short one stays, abandoned
 	_, err = rl.TryLock(ctx, k, time.Second)
 	require.ErrorIs(t, err, redlock.ErrContended)
-	eventually(t, 5*time.Second, func() bool {
-		w, err := rl.TryLock(ctx, k, time.Second)
-		if err != nil {
-			return false
-		}
-		require.NoError(t, w.Unlock(ctx))
-		return true
-	}, "want the writer in once the abandoned reader's lease expired")
+	eventuallyTaken(t, 5*time.Second, func() (*redlock.Lock, error) { return rl.TryLock(ctx, k, time.Second) },
+		"want the writer in once the abandoned reader's lease expired")
 	requireRWGone(t, clients, k, 2*time.Second)
 }
 
 // TestRWHandoff: a writer waiting for readers wakes on the last reader's
 // release; a reader waiting for a writer wakes on the writer's.
 func TestRWHandoff(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	_, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
 	r, err := rl.TryRLock(ctx, k, 10*time.Second)
@@ -170,8 +162,7 @@ func overlappingReaders(t *testing.T, rl *redlock.Client, k string, n int, hold 
 // does. Before the writer's mark, the Lock writer waited for a chance
 // gap between the readers.
 func TestWriterNotStarvedByReaders(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	_, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
 	took := overlappingReaders(t, rl, k, 8, 40*time.Millisecond)
@@ -212,8 +203,7 @@ func TestWriterNotStarvedByReaders(t *testing.T) {
 // never marks. (A writer whose ctx has a deadline marks no longer than
 // that: TestWriterMarkAfterGiveUp.)
 func TestWriterMarkEnds(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
 	r, err := rl.TryRLock(ctx, k, 10*time.Second)
@@ -237,14 +227,8 @@ func TestWriterMarkEnds(t *testing.T) {
 		require.ErrorIs(t, err, redlock.ErrContended, "want a new reader refused under the writer's mark")
 	}
 	require.NoError(t, r.Extend(ctx, 10*time.Second), "want a held reader's Extend under the mark")
-	eventually(t, 10*time.Second, func() bool {
-		r3, err := rl.TryRLock(ctx, k, 10*time.Second)
-		if err != nil {
-			return false
-		}
-		require.NoError(t, r3.Unlock(ctx))
-		return true
-	}, "want new readers in once the mark ended")
+	eventuallyTaken(t, 10*time.Second, func() (*redlock.Lock, error) { return rl.TryRLock(ctx, k, 10*time.Second) },
+		"want new readers in once the mark ended")
 	require.GreaterOrEqual(t, time.Since(marked), 2*time.Second, "want the mark to last three retry delays, less the attempt")
 
 	// The last reader's release under a live mark: the mark goes with
@@ -266,8 +250,7 @@ func TestWriterMarkEnds(t *testing.T) {
 // TestWriterMarkKeysAndFencing: LockKeys marks each of its keys that
 // readers hold, and a fenced Lock marks as an unfenced one does.
 func TestWriterMarkKeysAndFencing(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	_, rl := threeNodes(t)
 	ctx := context.Background()
 	a, b := key(t)+"-a", key(t)+"-b"
 	r, err := rl.TryRLock(ctx, b, 10*time.Second)
@@ -318,7 +301,6 @@ func TestReadWriteRandomized(t *testing.T) {
 	}
 	var mu sync.Mutex
 	held := map[string]map[*redlock.Lock]holder{keys[0]: {}, keys[1]: {}}
-	var reads, writes atomic.Int64
 	acquired := func(l *redlock.Lock, ks []string, write bool, from time.Time) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -342,36 +324,67 @@ func TestReadWriteRandomized(t *testing.T) {
 		}
 	}
 
-	stop := time.Now().Add(3 * time.Second)
+	randomRW(t, seed, clients, 6, 3*time.Second, func(cctx context.Context, rl *redlock.Client, rng *rand.Rand) (rwGrant, error) {
+		k := keys[rng.IntN(2)]
+		ks := []string{k}
+		write := true
+		from := time.Now()
+		var l *redlock.Lock
+		var err error
+		switch op := rng.IntN(5); op {
+		case 0:
+			write = false
+			l, err = rl.RLock(cctx, k, 2*time.Second)
+		case 1:
+			write = false
+			l, err = rl.TryRLock(cctx, k, 2*time.Second)
+		case 2:
+			l, err = rl.Lock(cctx, k, 2*time.Second)
+		case 3:
+			l, err = rl.TryLock(cctx, k, 2*time.Second)
+		case 4:
+			ks = keys
+			l, err = rl.LockKeys(cctx, keys, 2*time.Second)
+		}
+		return rwGrant{write: write, hold: func() {
+			acquired(l, ks, write, from)
+			time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond) // the holder's work
+			released(l, ks)                                            // before Unlock: its keys may be free once it starts
+			_ = l.Unlock(ctx)
+		}}, err
+	})
+	for _, k := range keys {
+		requireRWGone(t, clients, k, 10*time.Second) // the seed is logged above
+	}
+}
+
+// rwGrant is a lock a randomized read-write run was granted, and what
+// its holder does with it.
+type rwGrant struct {
+	write bool   // a write lock, else a read lock
+	hold  func() // the holder's work, ending with its release
+}
+
+// randomRW runs n clients on clients for d, each with its own Client and
+// its own rng from seed (the client's index its stream). In each round,
+// attempt tries one acquisition with a ctx that ends after 1ms to 300ms
+// (cancelled once it returns); a refusal must match ErrNotObtained (else
+// the test fails and the client stops), and a grant is counted by kind
+// and held. Once every client stopped, it checks that both kinds were
+// granted and returns how many of each.
+func randomRW(t *testing.T, seed uint64, clients []redis.UniversalClient, n int, d time.Duration, attempt func(ctx context.Context, rl *redlock.Client, rng *rand.Rand) (rwGrant, error)) (reads, writes int64) {
+	t.Helper()
+	var r, w atomic.Int64
+	stop := time.Now().Add(d)
 	var wg sync.WaitGroup
-	for g := range 6 {
+	for g := range n {
 		rl := newClient(t, clients)
-		rng := rand.New(rand.NewPCG(uint64(seed), uint64(g)))
+		rng := rand.New(rand.NewPCG(seed, uint64(g)))
 		wg.Go(func() {
 			for time.Now().Before(stop) {
 				wait := time.Duration(1+rng.IntN(300)) * time.Millisecond
-				cctx, cancel := context.WithTimeout(ctx, wait)
-				k := keys[rng.IntN(2)]
-				ks := []string{k}
-				write := true
-				from := time.Now()
-				var l *redlock.Lock
-				var err error
-				switch op := rng.IntN(5); op {
-				case 0:
-					write = false
-					l, err = rl.RLock(cctx, k, 2*time.Second)
-				case 1:
-					write = false
-					l, err = rl.TryRLock(cctx, k, 2*time.Second)
-				case 2:
-					l, err = rl.Lock(cctx, k, 2*time.Second)
-				case 3:
-					l, err = rl.TryLock(cctx, k, 2*time.Second)
-				case 4:
-					ks = keys
-					l, err = rl.LockKeys(cctx, keys, 2*time.Second)
-				}
+				cctx, cancel := context.WithTimeout(context.Background(), wait)
+				grant, err := attempt(cctx, rl, rng)
 				cancel()
 				if err != nil {
 					if !errors.Is(err, redlock.ErrNotObtained) {
@@ -380,25 +393,20 @@ func TestReadWriteRandomized(t *testing.T) {
 					}
 					continue
 				}
-				if write {
-					writes.Add(1)
+				if grant.write {
+					w.Add(1)
 				} else {
-					reads.Add(1)
+					r.Add(1)
 				}
-				acquired(l, ks, write, from)
-				time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond) // the holder's work
-				released(l, ks)                                            // before Unlock: its keys may be free once it starts
-				_ = l.Unlock(ctx)
+				grant.hold()
 			}
 		})
 	}
 	wg.Wait()
-	t.Logf("granted: %d reads, %d writes", reads.Load(), writes.Load())
-	require.Positive(t, reads.Load(), "seed %d: no read lock granted", seed)
-	require.Positive(t, writes.Load(), "seed %d: no write lock granted", seed)
-	for _, k := range keys {
-		requireRWGone(t, clients, k, 10*time.Second) // the seed is logged above
-	}
+	t.Logf("granted: %d reads, %d writes", r.Load(), w.Load())
+	require.Positive(t, r.Load(), "seed %d: no read lock granted", seed)
+	require.Positive(t, w.Load(), "seed %d: no write lock granted", seed)
+	return r.Load(), w.Load()
 }
 
 // cancelledAfter returns a ctx with no deadline, cancelled after d: a
@@ -437,8 +445,7 @@ func markedOn(t testing.TB, clients []redis.UniversalClient, k string) bool {
 // do not renew the mark. Once the readers Unlock, a waiting writer gets
 // in, and not before.
 func TestWriterMarkAutoExtendedReaders(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
 	// Long enough that a scheduling stall of a few hundred ms on a
@@ -485,14 +492,8 @@ func TestWriterMarkAutoExtendedReaders(t *testing.T) {
 
 	// The mark lasts max(3 x 100ms, 100ms) from the last attempt; the
 	// batched extensions of the readers' leases must not renew it.
-	eventually(t, 10*time.Second, func() bool {
-		r, err := rl.TryRLock(ctx, k, ttl)
-		if err != nil {
-			return false
-		}
-		require.NoError(t, r.Unlock(ctx))
-		return true
-	}, "want new readers in once the mark ended, while auto-extended readers hold")
+	eventuallyTaken(t, 10*time.Second, func() (*redlock.Lock, error) { return rl.TryRLock(ctx, k, ttl) },
+		"want new readers in once the mark ended, while auto-extended readers hold")
 	for i, r := range readers {
 		require.Positive(t, r.Validity(), "reader %d lost its lease: %v", i, r.Err())
 	}
@@ -563,14 +564,8 @@ func TestWriterMarkNodeRestart(t *testing.T) {
 				// The guard refuses the votes of nodes younger than
 				// guard (these were just started): wait until it counts
 				// them, so that only the restart below holds them off.
-				eventually(t, 20*time.Second, func() bool {
-					p, err := writerC.TryLock(ctx, k+"-probe", time.Second)
-					if err != nil {
-						return false
-					}
-					require.NoError(t, p.Unlock(ctx))
-					return true
-				}, "want the guarded writer's Client to count the fresh nodes' votes")
+				eventuallyTaken(t, 20*time.Second, func() (*redlock.Lock, error) { return writerC.TryLock(ctx, k+"-probe", time.Second) },
+					"want the guarded writer's Client to count the fresh nodes' votes")
 			}
 			r, err := readerC.TryRLock(ctx, k, 2*time.Second)
 			require.NoError(t, err)
@@ -634,19 +629,13 @@ func TestWriterMarkKeyPrefix(t *testing.T) {
 	r, err := rl.TryRLock(ctx, k, 10*time.Second)
 	require.NoError(t, err)
 
-	type grant struct {
-		w   *redlock.Lock
-		err error
-	}
-	granted := make(chan grant, 1)
-	go func() {
+	granted := acquireAsync(func() (*redlock.Lock, error) {
 		// A 20s retry delay: only the release's announcement can let the
 		// writer in within a few seconds.
 		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
-		w, err := rl.Lock(wctx, k, 5*time.Second, redlock.WithRetryDelay(20*time.Second))
-		granted <- grant{w, err}
-	}()
+		return rl.Lock(wctx, k, 5*time.Second, redlock.WithRetryDelay(20*time.Second))
+	})
 	eventually(t, 5*time.Second, func() bool { return markedOn(t, clients, prefix+k) }, "want %s%s marked", prefix, k)
 	for i, c := range clients {
 		require.Zero(t, c.Exists(ctx, k, redlock.ReadersKey(k)).Val(), "node %d: an unprefixed key was created", i)
@@ -666,7 +655,7 @@ func TestWriterMarkKeyPrefix(t *testing.T) {
 		require.NoError(t, g.err)
 		// The first retry is at least 10s away (half the delay).
 		require.Less(t, time.Since(released), 8*time.Second, "want the writer woken by the release, not its retry delay")
-		require.NoError(t, g.w.Unlock(ctx))
+		require.NoError(t, g.l.Unlock(ctx))
 	case <-time.After(40 * time.Second):
 		t.Fatal("the writer was not granted within 40s of the release")
 	}
@@ -682,8 +671,7 @@ func TestWriterMarkKeyPrefix(t *testing.T) {
 // writers stop, and the last reader's release leaves nothing.
 func TestWriterMarkTinyContexts(t *testing.T) {
 	seed := testSeed(t)
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k, k2 := key(t), key(t)
 	readers := make([]*redlock.Lock, 2)
@@ -746,14 +734,8 @@ func TestWriterMarkTinyContexts(t *testing.T) {
 	}
 	// The writers' marks (default retry delay: 150ms) end within a
 	// second or so; allow 10s on a stalled machine.
-	eventually(t, 10*time.Second, func() bool {
-		r, err := rl.TryRLock(ctx, k, time.Second)
-		if err != nil {
-			return false
-		}
-		require.NoError(t, r.Unlock(ctx))
-		return true
-	}, "want new readers in once the 1ms writers' marks ended")
+	eventuallyTaken(t, 10*time.Second, func() (*redlock.Lock, error) { return rl.TryRLock(ctx, k, time.Second) },
+		"want new readers in once the 1ms writers' marks ended")
 	for _, r := range readers {
 		require.NoError(t, r.Unlock(ctx))
 	}
@@ -769,8 +751,7 @@ func TestWriterMarkTinyContexts(t *testing.T) {
 // Rounds from a seed it logs; replay with -seed N.
 func TestReadLockConcurrentCallsUnderMark(t *testing.T) {
 	seed := testSeed(t)
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	for round := range 15 {
@@ -778,12 +759,7 @@ func TestReadLockConcurrentCallsUnderMark(t *testing.T) {
 		r, err := rl.TryRLock(ctx, k, time.Second)
 		require.NoError(t, err)
 		var unlocking atomic.Bool
-		type grant struct {
-			w   *redlock.Lock
-			err error
-		}
-		granted := make(chan grant, 1)
-		go func() {
+		granted := acquireAsync(func() (*redlock.Lock, error) {
 			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
 			w, err := rl.Lock(wctx, k, 5*time.Second, redlock.WithRetryDelay(20*time.Millisecond))
@@ -792,8 +768,8 @@ func TestReadLockConcurrentCallsUnderMark(t *testing.T) {
 			if err == nil && !unlocking.Load() && time.Now().Before(r.Deadline()) {
 				err = errors.New("writer granted before the read lock's Unlock started, while its lease was valid")
 			}
-			granted <- grant{w, err}
-		}()
+			return w, err
+		})
 		eventually(t, 5*time.Second, func() bool { return markedOn(t, clients, k) }, "round %d: want %s marked", round, k)
 
 		var wg sync.WaitGroup
@@ -835,7 +811,7 @@ func TestReadLockConcurrentCallsUnderMark(t *testing.T) {
 		if p := bad.Load(); p != nil {
 			t.Fatalf("seed %d round %d: %s", seed, round, *p)
 		}
-		var g grant
+		var g acquireResult
 		select {
 		case g = <-granted:
 			require.NoError(t, g.err, "seed %d round %d", seed, round)
@@ -849,10 +825,10 @@ func TestReadLockConcurrentCallsUnderMark(t *testing.T) {
 			// reader (in the background): wait for it.
 			eventually(t, 10*time.Second, func() bool {
 				v := get(t, c, k)
-				return (v == g.w.Token() || v == "") && c.Exists(ctx, redlock.ReadersKey(k)).Val() == 0
+				return (v == g.l.Token() || v == "") && c.Exists(ctx, redlock.ReadersKey(k)).Val() == 0
 			}, "seed %d round %d: node %d holds %q or a readers key under the writer", seed, round, i, get(t, c, k))
 		}
-		require.NoError(t, g.w.Unlock(ctx))
+		require.NoError(t, g.l.Unlock(ctx))
 		requireRWGone(t, clients, k, 10*time.Second)
 	}
 }
@@ -897,8 +873,7 @@ func TestWriterMarkOddPresets(t *testing.T) {
 }
 
 func runOddPresets(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	values := []string{
 		"redlock:readers:w:",
@@ -1045,12 +1020,13 @@ func runMarkRandomized(t *testing.T, nodesN, clientsN int, pause bool) {
 	base := key(t)
 	keys := []string{base + "-0", base + "-1"}
 	book := newHoldBook(t, seed, keys...)
-	var reads, writes, fencedN, extends, autoN, lost atomic.Int64
+	var fencedN, extends, autoN, lost atomic.Int64
 	stop := time.Now().Add(4 * time.Second)
-	var wg sync.WaitGroup
+	var pauses sync.WaitGroup
+	t.Cleanup(pauses.Wait) // on a failure too: before the nodes go, every node resumed
 	if pause {
 		prng := rand.New(rand.NewPCG(seed, 999))
-		wg.Go(func() {
+		pauses.Go(func() {
 			for time.Now().Before(stop) {
 				nd := nodes[prng.IntN(len(nodes))]
 				if err := nd.Pause(); err != nil {
@@ -1066,108 +1042,87 @@ func runMarkRandomized(t *testing.T, nodesN, clientsN int, pause bool) {
 			}
 		})
 	}
-	for g := range clientsN {
-		rl := newClient(t, clients)
-		rng := rand.New(rand.NewPCG(seed, uint64(g)))
-		wg.Go(func() {
-			for time.Now().Before(stop) {
-				wait := time.Duration(1+rng.IntN(300)) * time.Millisecond
-				cctx, cancel := context.WithTimeout(ctx, wait)
-				k := keys[rng.IntN(2)]
-				ks := []string{k}
-				write, fenced, auto := true, false, false
-				ttl := 2 * time.Second
-				delay := redlock.WithRetryDelay([]time.Duration{2 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond}[rng.IntN(5)])
-				var l *redlock.Lock
-				var err error
-				switch rng.IntN(7) {
-				case 0, 1:
-					write = false
-					auto = rng.IntN(2) == 0
-					if auto {
-						ttl = time.Duration(150+rng.IntN(150)) * time.Millisecond
-					}
-					l, err = rl.RLock(cctx, k, ttl, delay)
-				case 2:
-					write = false
-					l, err = rl.TryRLock(cctx, k, ttl)
-				case 3:
-					l, err = rl.Lock(cctx, k, ttl, delay)
-				case 4:
-					l, err = rl.TryLock(cctx, k, ttl)
-				case 5:
-					ks = keys
-					l, err = rl.LockKeys(cctx, keys, ttl, delay)
-				case 6:
-					fenced = true
-					l, err = rl.Lock(cctx, k, ttl, delay, redlock.WithFencing())
-				}
-				cancel()
-				if err != nil {
-					if !errors.Is(err, redlock.ErrNotObtained) {
-						t.Errorf("seed %d: client %d: %v", seed, g, err)
-						return
-					}
-					continue
-				}
-				if write {
-					writes.Add(1)
-				} else {
-					reads.Add(1)
-				}
-				if fenced {
-					fencedN.Add(1)
-				}
-				book.acquired(l, ks, write, fenced)
-				hold := time.Duration(rng.IntN(20)) * time.Millisecond
-				if auto {
-					autoN.Add(1)
-					if err := l.AutoExtend(ctx); err != nil {
-						// AutoExtend returns Err() for a lock that has
-						// already ended: with a 150ms TTL, an acquire
-						// that waited for a paused node can return with
-						// little validity left. Anything else is wrong.
-						if l.Err() == nil {
-							t.Errorf("seed %d: AutoExtend on a live lock: %v", seed, err)
-						}
-					}
-					hold = time.Duration(rng.IntN(400)) * time.Millisecond // past the TTL
-				}
-				var ewg sync.WaitGroup
-				if rng.IntN(2) == 0 && !auto {
-					// Extends, shorter or longer, during the work and
-					// racing the Unlock below.
-					for range 1 + rng.IntN(3) {
-						ettl := time.Duration(50+rng.IntN(3000)) * time.Millisecond
-						pause := time.Duration(rng.IntN(int(hold/time.Millisecond)+2)) * time.Millisecond
-						ewg.Go(func() {
-							time.Sleep(pause) // a random instant of the work, not synchronization
-							if l.Extend(ctx, ettl) == nil {
-								extends.Add(1)
-							}
-						})
-					}
-				}
-				time.Sleep(hold) // the holder's work
-				if auto {
-					select {
-					case <-l.Done():
-						// Lost while auto-extended (a loaded machine?).
-						lost.Add(1)
-						t.Logf("seed %d: auto-extended read lock lost: %v", seed, l.Err())
-					default:
-					}
-				}
-				book.released(l, ks) // before Unlock: its keys may be free once it starts
-				_ = l.Unlock(ctx)
-				ewg.Wait()
+	reads, writes := randomRW(t, seed, clients, clientsN, 4*time.Second, func(cctx context.Context, rl *redlock.Client, rng *rand.Rand) (rwGrant, error) {
+		k := keys[rng.IntN(2)]
+		ks := []string{k}
+		write, fenced, auto := true, false, false
+		ttl := 2 * time.Second
+		delay := redlock.WithRetryDelay([]time.Duration{2 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond}[rng.IntN(5)])
+		var l *redlock.Lock
+		var err error
+		switch rng.IntN(7) {
+		case 0, 1:
+			write = false
+			auto = rng.IntN(2) == 0
+			if auto {
+				ttl = time.Duration(150+rng.IntN(150)) * time.Millisecond
 			}
-		})
-	}
-	wg.Wait()
-	t.Logf("granted: %d reads (%d auto-extended, %d lost), %d writes (%d fenced), %d extends", reads.Load(), autoN.Load(), lost.Load(), writes.Load(), fencedN.Load(), extends.Load())
-	require.Positive(t, reads.Load(), "seed %d: no read lock granted", seed)
-	require.Positive(t, writes.Load(), "seed %d: no write lock granted", seed)
+			l, err = rl.RLock(cctx, k, ttl, delay)
+		case 2:
+			write = false
+			l, err = rl.TryRLock(cctx, k, ttl)
+		case 3:
+			l, err = rl.Lock(cctx, k, ttl, delay)
+		case 4:
+			l, err = rl.TryLock(cctx, k, ttl)
+		case 5:
+			ks = keys
+			l, err = rl.LockKeys(cctx, keys, ttl, delay)
+		case 6:
+			fenced = true
+			l, err = rl.Lock(cctx, k, ttl, delay, redlock.WithFencing())
+		}
+		return rwGrant{write: write, hold: func() {
+			if fenced {
+				fencedN.Add(1)
+			}
+			book.acquired(l, ks, write, fenced)
+			hold := time.Duration(rng.IntN(20)) * time.Millisecond
+			if auto {
+				autoN.Add(1)
+				if err := l.AutoExtend(ctx); err != nil {
+					// AutoExtend returns Err() for a lock that has
+					// already ended: with a 150ms TTL, an acquire that
+					// waited for a paused node can return with little
+					// validity left. Anything else is wrong.
+					if l.Err() == nil {
+						t.Errorf("seed %d: AutoExtend on a live lock: %v", seed, err)
+					}
+				}
+				hold = time.Duration(rng.IntN(400)) * time.Millisecond // past the TTL
+			}
+			var ewg sync.WaitGroup
+			if rng.IntN(2) == 0 && !auto {
+				// Extends, shorter or longer, during the work and racing
+				// the Unlock below.
+				for range 1 + rng.IntN(3) {
+					ettl := time.Duration(50+rng.IntN(3000)) * time.Millisecond
+					pause := time.Duration(rng.IntN(int(hold/time.Millisecond)+2)) * time.Millisecond
+					ewg.Go(func() {
+						time.Sleep(pause) // a random instant of the work, not synchronization
+						if l.Extend(ctx, ettl) == nil {
+							extends.Add(1)
+						}
+					})
+				}
+			}
+			time.Sleep(hold) // the holder's work
+			if auto {
+				select {
+				case <-l.Done():
+					// Lost while auto-extended (a loaded machine?).
+					lost.Add(1)
+					t.Logf("seed %d: auto-extended read lock lost: %v", seed, l.Err())
+				default:
+				}
+			}
+			book.released(l, ks) // before Unlock: its keys may be free once it starts
+			_ = l.Unlock(ctx)
+			ewg.Wait()
+		}}, err
+	})
+	pauses.Wait() // every node resumed
+	t.Logf("granted: %d reads (%d auto-extended, %d lost), %d writes (%d fenced), %d extends", reads, autoN.Load(), lost.Load(), writes, fencedN.Load(), extends.Load())
 	for _, k := range keys {
 		requireRWGone(t, clients, k, 10*time.Second)
 	}
@@ -1400,8 +1355,7 @@ func TestWriterMarkPrefixSeparatesClients(t *testing.T) {
 // extension may have revived the lease: the waiting writer gets in at
 // once (well before the reader's 5s TTL), and nothing is left.
 func TestWriterMarkReadUnlockRacesExtend(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 7))
@@ -1461,8 +1415,7 @@ func TestWriterMarkReadUnlockRacesExtend(t *testing.T) {
 // waits (RLock) gets in within that bound plus its own retry delay; a
 // stale mark does not hold anyone off.
 func TestWriterMarkEndsWithinBound(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	for _, d := range []time.Duration{time.Millisecond, 20 * time.Millisecond, 150 * time.Millisecond} {
 		k := key(t)
@@ -1632,8 +1585,7 @@ func TestWriterMarkPrefixedAutoExtendedReaders(t *testing.T) {
 // each waiting for 6 readers that overlap without a gap: each gets in,
 // its fence is above the last, and no reader holds the key meanwhile.
 func TestWriterMarkFencedWritersInOrder(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	_, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
 	took := overlappingReaders(t, rl, k, 6, 30*time.Millisecond)
@@ -1663,8 +1615,7 @@ func TestWriterMarkFencedWritersInOrder(t *testing.T) {
 // here too. This test pins the behaviour (it passes when the nested
 // read is refused) so the report can describe it.
 func TestNestedReadWaitsForMarkingWriter(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
 	outer, err := rl.TryRLock(ctx, k, 10*time.Second)
@@ -1729,8 +1680,7 @@ func TestWriterNotStarvedWithSilentNode(t *testing.T) {
 func TestWriterMarkRetryDelayOverflow(t *testing.T) {
 	for _, d := range []time.Duration{math.MaxInt64 / 3, math.MaxInt64 / 2, 100 * 365 * 24 * time.Hour} {
 		t.Run(fmt.Sprint(int64(d)), func(t *testing.T) {
-			_, clients := cluster(t, 3)
-			rl := newClient(t, clients)
+			clients, rl := threeNodes(t)
 			ctx := context.Background()
 			k := key(t)
 			took := overlappingReaders(t, rl, k, 8, 150*time.Millisecond)
@@ -1763,8 +1713,7 @@ func TestWriterMarkRetryDelayOverflow(t *testing.T) {
 //     not woken when the last reader leaves (message "r" is ignored by
 //     readers) and sits out its retry delay while the key is free.
 func TestWriterMarkAfterGiveUp(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
 	r1, err := rl.TryRLock(ctx, k, time.Second)
@@ -1779,14 +1728,8 @@ func TestWriterMarkAfterGiveUp(t *testing.T) {
 		_, left := markLeft(t, c, k)
 		require.LessOrEqual(t, left, 200*time.Millisecond, "node %d: want the mark no longer than the writer's ctx deadline", i+1)
 	}
-	eventually(t, 5*time.Second, func() bool {
-		r, err := rl.TryRLock(ctx, k, time.Second)
-		if err != nil {
-			return false
-		}
-		require.NoError(t, r.Unlock(ctx))
-		return true
-	}, "want new readers in once the deadline-bound mark ended")
+	eventuallyTaken(t, 5*time.Second, func() (*redlock.Lock, error) { return rl.TryRLock(ctx, k, time.Second) },
+		"want new readers in once the deadline-bound mark ended")
 
 	wctx, cancel := context.WithCancel(ctx)
 	stopWriter := time.AfterFunc(200*time.Millisecond, cancel)
@@ -1825,8 +1768,7 @@ func TestWriterMarkAfterGiveUp(t *testing.T) {
 // not disturb readers; a reader's Unlock after a writer took the key does
 // not delete the writer's key.
 func TestReadWriteReleasesSpareEachOther(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
 	r1, err := rl.TryRLock(ctx, k, 2*time.Second)

@@ -337,8 +337,7 @@ func TestManyLocksMajorityPaused(t *testing.T) {
 // on its own: a lock whose key was deleted, or replaced by a value of
 // another type, is lost; the others in the same batch go on.
 func TestBatchPerLockOutcome(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	ttl := 600 * time.Millisecond
 	locks, _ := takeMany(t, rl, key(t), 30, 8, ttl, true)
@@ -375,8 +374,7 @@ func TestBatchPerLockOutcome(t *testing.T) {
 // unless the process stalled past what a lock survives by design (then
 // every lost lock says so).
 func TestBatchedFamilyAndPrefix(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients, redlock.WithKeyPrefix("pfx:"))
+	clients, rl := threeNodes(t, redlock.WithKeyPrefix("pfx:"))
 	ctx := context.Background()
 	// Long enough to survive a stall of a few hundred ms: the test is
 	// about the batches, not about stalls.
@@ -425,8 +423,7 @@ func TestBatchedFamilyAndPrefix(t *testing.T) {
 // the lock between two rounds (a caller's Extend of 150ms fails after a
 // 150ms stall): the test is about Validity, not about stalls.
 func TestAutoExtendWithConcurrentExtend(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	l := autoExtended(t, rl, 2*time.Second)
 	deadline := time.Now().Add(3 * time.Second)
@@ -474,8 +471,7 @@ func (f lossObserver) ObserveLock(e redlock.LockEvent) { f(e) }
 // its last lock is released, not when its timer (set for an extension
 // seconds away) would have fired.
 func TestSchedulerEndsWithLastLock(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	_, rl := threeNodes(t)
 	ctx := context.Background()
 	l := autoExtended(t, rl, 30*time.Second)
 	require.Equal(t, 1, schedulerLoops(), "scheduler goroutines while a lock is auto-extended")
@@ -534,8 +530,7 @@ func TestBatchCluster(t *testing.T) {
 // at random instants right after: no extension, no panic, and the lock
 // lives out its validity; Unlock still releases it.
 func TestAutoExtendCancelledCtx(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	_, rl := threeNodes(t)
 	ctx := context.Background()
 	for i := range 300 {
 		l, err := rl.TryLock(ctx, key(t), 5*time.Second)

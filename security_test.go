@@ -328,12 +328,7 @@ func TestACL(t *testing.T) {
 			}
 			got <- err
 		}()
-		for i, c := range admins {
-			eventually(t, 5*time.Second, func() bool {
-				n, err := c.PubSubNumPat(ctx).Result()
-				return err == nil && n > 0
-			}, "node %d: want the waiter's pattern subscription", i)
-		}
+		eventually(t, 5*time.Second, func() bool { return subscribed(t, admins, 1) }, "want the waiter's pattern subscription on every node")
 		// ... and is woken by the release.
 		require.NoError(t, a.Unlock(ctx))
 		require.NoError(t, <-got)
@@ -626,12 +621,7 @@ func handoff(t *testing.T, rl *redlock.Client, admins []redis.UniversalClient, k
 		}
 		got <- err
 	}()
-	for i, c := range admins {
-		eventually(t, 5*time.Second, func() bool {
-			n, err := c.PubSubNumPat(ctx).Result()
-			return err == nil && n > 0
-		}, "node %d: want the waiter's pattern subscription", i)
-	}
+	eventually(t, 5*time.Second, func() bool { return subscribed(t, admins, 1) }, "want the waiter's pattern subscription on every node")
 	require.NoError(t, a.Unlock(ctx))
 	select {
 	case err := <-got:
@@ -681,8 +671,7 @@ func TestKeyPrefixACL(t *testing.T) {
 // TestFamilyKeyPrefix: with WithKeyPrefix every key the family writes
 // is under the prefix, and hand-off still wakes waiters.
 func TestFamilyKeyPrefix(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients, redlock.WithKeyPrefix("app1:"))
+	clients, rl := threeNodes(t, redlock.WithKeyPrefix("app1:"))
 	ctx := context.Background()
 	root := key(t)
 	var held []*redlock.Lock
