@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -98,7 +99,12 @@ func TestNoOverlap(t *testing.T) {
 					inside.Add(-1)
 				}
 				done.Add(1)
-				assert.NoError(t, l.Unlock(ctx))
+				// A loaded machine may time a release out on most nodes:
+				// Unlock's documented ErrUnreachable, after which the key
+				// expires with its TTL; exclusion is what this test checks.
+				if err := l.Unlock(ctx); !errors.Is(err, redlock.ErrUnreachable) {
+					assert.NoError(t, err)
+				}
 			}
 		}()
 	}

@@ -659,6 +659,10 @@ func TestDoneNeverAfterDeadline(t *testing.T) {
 			_ = nd.Resume()
 		}
 	})
+	// Done closing is observed by a goroutine that a loaded machine may
+	// run late: a lateness past the Deadline counts only beyond the
+	// longest stall the process suffered meanwhile.
+	stalls := watchStalls(t)
 	var wg sync.WaitGroup
 	late := make(chan string, n)
 	for i, l := range locks {
@@ -671,8 +675,8 @@ func TestDoneNeverAfterDeadline(t *testing.T) {
 				late <- "lock " + string(rune('a'+i)) + ": Done never closed"
 				return
 			}
-			if at, dl := time.Now(), l.Deadline(); !at.Before(dl) {
-				late <- "lock " + string(rune('a'+i)) + ": Done closed " + at.Sub(dl).String() + " after Deadline"
+			if at, dl := time.Now(), l.Deadline(); !at.Before(dl) && at.Sub(dl) > stalls.Longest() {
+				late <- "lock " + string(rune('a'+i)) + ": Done closed " + at.Sub(dl).String() + " after Deadline, longest stall " + stalls.Longest().String()
 			}
 			require.ErrorIs(t, l.Err(), redlock.ErrLockLost)
 		}()
