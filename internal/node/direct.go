@@ -294,7 +294,7 @@ func (nd *Node) handOn(p *pipe) {
 	}
 	p.mu.Unlock()
 	nd.h.Spawn(func() error {
-		nd.lead(nil)
+		nd.lead(Job{}, false)
 		return nil
 	}, true)
 }

@@ -153,7 +153,7 @@ func (nd *Node) Submit(j Job) (full <-chan struct{}) {
 	}
 	p.mu.Unlock()
 	nd.h.Spawn(func() error {
-		nd.lead(&j)
+		nd.lead(j, true)
 		return nil // a node's failure is an outcome, not a group error
 	}, true)
 	return nil
@@ -169,14 +169,15 @@ func (j Job) fail(nd *Node, err error) {
 	j.R.Report(j.I, r)
 }
 
-// lead runs j (if not nil), then batches of queued jobs until none is
-// left, then parks (see park) and starts over when woken.
-func (nd *Node) lead(j *Job) {
+// lead runs j (if run; by value: a pointer would move every Submit's j
+// to the heap), then batches of queued jobs until none is left, then
+// parks (see park) and starts over when woken.
+func (nd *Node) lead(j Job, run bool) {
 	p := &nd.pipe
 	var lc leaderConn // the leader's own connection (leaderconn.go)
 	defer lc.drop()
-	if j != nil {
-		nd.runJob(&lc, *j)
+	if run {
+		nd.runJob(&lc, j)
 	}
 	var idle parkTimer // park's
 	for {
