@@ -225,10 +225,27 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 	// report releases a late grant of a lost acquisition. The requests
 	// run on the nodes' pipe leaders, goroutines of the client's group
 	// (Close waits for them): a round counts votes, not goroutines.
+	//
+	// A Client of one node whose pipe is idle runs the request on the
+	// caller's goroutine (node.Node.RunDirect), bounded by the per-node
+	// timeout there; on more nodes the others' hand-offs would cost the
+	// same, and the round waits for the slowest anyway.
+	direct := n == 1 && rd.settled == nil &&
+		c.nodes[0].RunDirect(node.Job{R: rd, Req: &req.w, Ctx: nodeCtx, Timeout: rd.timeout})
+	if direct {
+		select {
+		case <-rd.done:
+			return rd.finish(nil)
+		default: // handed to a leader: waited for below
+		}
+	}
 	timer := getTimer(wait)
 	var full []int
 	var rooms []<-chan struct{}
 	for i, nd := range c.nodes {
+		if direct {
+			break
+		}
 		if room := nd.Submit(node.Job{R: rd, Req: &req.w, I: i, Ctx: nodeCtx, Timeout: rd.timeout}); room != nil {
 			full, rooms = append(full, i), append(rooms, room)
 		}

@@ -16,16 +16,27 @@ import (
 // recently is turned into a failure (see guard.go). A reply of the wrong
 // type, and a panic of go-redis on a malformed reply, are node failures.
 func (n *Node) Exec(ctx context.Context, req *wire.Request) wire.Reply {
-	return n.execVia(ctx, req, nil)
+	return n.execVia(ctx, req, nil, false)
 }
 
 // execVia is Exec on the node's pipe leader, through its own connection
-// lc (see leaderConn); lc is nil elsewhere.
-func (n *Node) execVia(ctx context.Context, req *wire.Request, lc *leaderConn) (rep wire.Reply) {
+// lc (see leaderConn); lc is nil elsewhere. resend: the request was
+// sent before, on a connection closed under it (see RunDirect).
+func (n *Node) execVia(ctx context.Context, req *wire.Request, lc *leaderConn, resend bool) wire.Reply {
+	rep, _ := n.exec(ctx, req, lc, nil, resend)
+	return rep
+}
+
+// exec is execVia, or with dtx the direct path's (see RunDirect): every
+// command goes through dtx, and a request that finds dtx closed under it
+// is not sent again here but returned with again set, unreported, for a
+// leader to send through the pool.
+func (n *Node) exec(ctx context.Context, req *wire.Request, lc *leaderConn, dtx *redis.Tx, resend bool) (rep wire.Reply, again bool) {
 	own := false
 	defer func() {
 		if p := recover(); p != nil {
 			rep = wire.Reply{St: wire.StatusFailed, Err: fmt.Errorf("redlock: malformed reply: go-redis panicked: %v", p)}
+			again = false
 		}
 		if own && rep.St == wire.StatusFailed {
 			lc.drop()
@@ -33,22 +44,34 @@ func (n *Node) execVia(ctx context.Context, req *wire.Request, lc *leaderConn) (
 	}()
 	sent, fail := n.before(req)
 	if fail != nil {
-		return *fail
+		return *fail, false
 	}
 	var s sender = n.C
-	if lc != nil {
+	switch {
+	case dtx != nil:
+		s = dtx
+	case lc != nil:
 		s, own = lc.get(n)
 	}
 	var res any
 	var err error
 	if n.identified.Load() {
-		res, err = s.Do(ctx, req.Args(n.Idx)...).Result()
-		if own && closedUnder(err) && ctx.Err() == nil {
-			// Most likely closed while idle: once more through the
-			// pool, as its health check would have sent it.
-			lc.drop()
-			s, own = n.C, false
-			res, err = s.Do(ctx, req.Pristine()...).Result()
+		args := req.Args(n.Idx)
+		if resend {
+			args = req.Pristine()
+		}
+		res, err = s.Do(ctx, args...).Result()
+		if closedUnder(err) && ctx.Err() == nil {
+			switch {
+			case dtx != nil:
+				return wire.Reply{St: wire.StatusFailed, Err: err}, true
+			case own:
+				// Most likely closed while idle: once more through the
+				// pool, as its health check would have sent it.
+				lc.drop()
+				s, own = n.C, false
+				res, err = s.Do(ctx, req.Pristine()...).Result()
+			}
 		}
 	} else {
 		res, err = n.firstContact(ctx, req)
@@ -59,7 +82,7 @@ func (n *Node) execVia(ctx context.Context, req *wire.Request, lc *leaderConn) (
 	if req.Setnx {
 		res, err = setReply(ctx, s, req, res, err)
 	}
-	return n.after(ctx, req, res, err, sent)
+	return n.after(ctx, req, res, err, sent), false
 }
 
 // setReply turns the reply to a Setnx acquire's SET NX PX into the

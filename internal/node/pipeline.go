@@ -54,12 +54,15 @@ type Job struct {
 	I       int           // the node's index in the round
 	Ctx     context.Context
 	Timeout time.Duration // the round's per-node timeout; a batch's first lock's
+	// Resend: sent before on the direct path, on a connection closed
+	// under it (RunDirect); sent again with pristine arguments.
+	Resend bool
 }
 
 // pipe queues the jobs of one node; see above.
 type pipe struct {
 	mu     sync.Mutex
-	busy   bool  // a leader is running
+	busy   bool  // a leader, or a direct caller (direct), is running
 	parked bool  // a leader waits for work on wake
 	queue  []Job // waiting for the next batch
 	spare  []Job // the previous batch's slice, for reuse
@@ -72,6 +75,11 @@ type pipe struct {
 	// room is closed when the leader takes the queue up, for the rounds
 	// that found it full (see submit); made by the first of them.
 	room chan struct{}
+	// direct: the caller that holds busy runs its own request (RunDirect,
+	// direct.go) on dc, which nothing else drops meanwhile.
+	direct    bool
+	dc        directConn
+	slowUntil time.Time // no direct path before then
 }
 
 // A node's queue is bounded by maxQueue, for memory: a round whose
@@ -145,7 +153,7 @@ func (nd *Node) Submit(j Job) (full <-chan struct{}) {
 	}
 	p.mu.Unlock()
 	nd.h.Spawn(func() error {
-		nd.lead(j)
+		nd.lead(j, true)
 		return nil // a node's failure is an outcome, not a group error
 	}, true)
 	return nil
@@ -161,13 +169,16 @@ func (j Job) fail(nd *Node, err error) {
 	j.R.Report(j.I, r)
 }
 
-// lead runs j, then batches of queued jobs until none is left, then
+// lead runs j (if run; by value: a pointer would move every Submit's j
+// to the heap), then batches of queued jobs until none is left, then
 // parks (see park) and starts over when woken.
-func (nd *Node) lead(j Job) {
+func (nd *Node) lead(j Job, run bool) {
 	p := &nd.pipe
 	var lc leaderConn // the leader's own connection (leaderconn.go)
 	defer lc.drop()
-	nd.runJob(&lc, j)
+	if run {
+		nd.runJob(&lc, j)
+	}
 	var idle parkTimer // park's
 	for {
 		p.mu.Lock()
@@ -310,7 +321,7 @@ func (nd *Node) runJob(lc *leaderConn, j Job) {
 		j.R.Report(j.I, wire.Reply{St: wire.StatusFailed, Err: errRoundLost, Unsent: true})
 		return
 	}
-	j.R.Report(j.I, nd.execVia(j.Ctx, j.Req, lc))
+	j.R.Report(j.I, nd.execVia(j.Ctx, j.Req, lc, j.Resend))
 }
 
 // runBatch sends jobs in one pipeline and reports each to its round, in
@@ -351,7 +362,11 @@ func (nd *Node) runBatch(lc *leaderConn, jobs []Job) {
 			reps[k] = *rep
 			continue
 		}
-		cmds[k] = redis.NewCmd(j.Ctx, j.Req.Args(nd.Idx)...)
+		args := j.Req.Args(nd.Idx)
+		if j.Resend {
+			args = j.Req.Pristine()
+		}
+		cmds[k] = redis.NewCmd(j.Ctx, args...)
 		live++
 	}
 	if live > 0 {
