@@ -111,7 +111,7 @@ type round struct {
 	fence    int64   // fenced acquire: the largest counter of the winning quorum
 	fsync    bool    // fenced acquire: every node of the winning quorum had that counter
 	done     chan struct{}
-	tick     *tick         // an extension batch's (extend_batch.go), told of the decision; nil otherwise
+	tick     *tick         // an extension batch's (scheduler.go), told of the decision; nil otherwise
 	settled  chan struct{} // closed by the last report; nil when nobody waits for it
 	// late marks the nodes of a won acquire whose grant (or failure,
 	// which may have landed) was reported after the decision. Were the
@@ -314,7 +314,7 @@ var errNotSentDecided = errors.New("redlock: not sent: the round was decided whi
 
 // newRound returns a round of req with every node pending, started now.
 // Its requests are sent by the caller: runReq, or an extension batch
-// (extend_batch.go).
+// (scheduler.go).
 func (c *Client) newRound(ctx context.Context, req *request, cfg *config) *round {
 	rd := &round{done: make(chan struct{})}
 	c.initRound(rd, ctx, req, cfg, make([]NodeResult, len(c.nodes)), time.Now())
@@ -323,7 +323,7 @@ func (c *Client) newRound(ctx context.Context, req *request, cfg *config) *round
 
 // initRound sets rd up as newRound does, with res (one per node) for its
 // results, started at start (before any of its requests is sent). An
-// extension batch (extend_batch.go) allocates its rounds and their
+// extension batch (scheduler.go) allocates its rounds and their
 // results in slabs, and gives them no done channel: it asks decided.
 func (c *Client) initRound(rd *round, ctx context.Context, req *request, cfg *config, res []NodeResult, start time.Time) {
 	keys := req.keys
