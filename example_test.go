@@ -478,7 +478,7 @@ func ExampleFencedSet() {
 	defer locker.Close()
 	ctx := context.Background()
 
-	first, err := locker.TryLock(ctx, "report:daily", 100*time.Millisecond)
+	first, err := locker.TryLock(ctx, "report:daily", 500*time.Millisecond)
 	if err != nil {
 		fmt.Println(err)
 		return

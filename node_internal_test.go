@@ -2054,7 +2054,7 @@ func TestGoRedisHeldConnPlusBatch(t *testing.T) {
 			ctx := context.Background()
 			var autos []*Lock
 			for i, c := range lcs {
-				autos = append(autos, autoLocks(t, c, fmt.Sprintf("%s-auto-%d", t.Name(), i), 3, 400*time.Millisecond)...)
+				autos = append(autos, autoLocks(t, c, fmt.Sprintf("%s-auto-%d", t.Name(), i), 3, 1200*time.Millisecond)...)
 			}
 			stop := make(chan struct{})
 			var bg sync.WaitGroup
@@ -2188,7 +2188,7 @@ func TestGoRedisUserClosesGoRedis(t *testing.T) {
 			c := newTestClient(t, clients, WithNodeTimeout(300*time.Millisecond))
 			ctx := context.Background()
 			require.Empty(t, lockCycles(c, t.Name()+"-warm", 2, 10))
-			autos := autoLocks(t, c, t.Name()+"-auto", 4, 400*time.Millisecond)
+			autos := autoLocks(t, c, t.Name()+"-auto", 4, 1200*time.Millisecond)
 			r := new(loadRecorder)
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
@@ -2232,7 +2232,7 @@ func TestGoRedisUserClosesGoRedis(t *testing.T) {
 			for i := range tc.closed {
 				require.NoError(t, clients[i].Close())
 			}
-			time.Sleep(600 * time.Millisecond)
+			time.Sleep(1200 * time.Millisecond)
 			close(stop)
 			wg.Wait()
 			r.check(t)
