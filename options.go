@@ -231,6 +231,12 @@ func WithMetadata(meta string) Option {
 	}
 }
 
+// withMeta sets the metadata without WithMetadata's bound: an election's
+// holds its term as well as a value of up to MaxMetadata bytes.
+func withMeta(meta string) Option {
+	return func(c *config) { c.meta = meta }
+}
+
 // WithMaxExtensions caps the number of extensions that auto-extension
 // (AutoExtend, Do) makes; after the last one the lock lives out its
 // validity and Done closes with ErrLockLost and ErrHoldLimit. The Redlock
