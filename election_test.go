@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed543a70bd/redlock"
@@ -340,7 +341,7 @@ func TestElectionOneLeaderAtATime(t *testing.T) {
 				var opts []redlock.Option
 				expire := rng.IntN(4) == 0
 				if expire {
-					opts = append(opts, redlock.WithMaxExtensions(1 + rng.IntN(2)))
+					opts = append(opts, redlock.WithMaxExtensions(1+rng.IntN(2)))
 				}
 				lead, err := rl.Election(name).Campaign(ctx, fmt.Sprint("c", who), ttl, opts...)
 				if err != nil {
@@ -548,4 +549,96 @@ func TestMultiLockElection(t *testing.T) {
 	defer cancel()
 	_, err = ml.Election(name).Campaign(cctx, "v", 10*time.Second)
 	require.ErrorIs(t, err, redlock.ErrNotObtained, "want no election with a node down")
+}
+
+// BenchmarkElectionFailover measures the failover after a leader's
+// process dies without resigning (its connections closed under it): the
+// time until a waiting candidate is elected, against the TTL (reported
+// as p50-ms, p99-ms and ttl-ms). The leadership is left to expire, so
+// the failover is about the TTL.
+func BenchmarkElectionFailover(b *testing.B) {
+	clients := benchClients(b, 3)
+	const ttl = 500 * time.Millisecond
+	ctx := context.Background()
+	name := b.Name()
+	next, err := redlock.New(clients, redlock.WithRetryDelay(20*time.Millisecond))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = next.Close() })
+	var lat []time.Duration
+	for b.Loop() {
+		own := make([]redis.UniversalClient, len(clients))
+		for i, c := range clients {
+			own[i] = redis.NewClient(&redis.Options{Addr: c.(*redis.Client).Options().Addr})
+		}
+		dead, err := redlock.New(own)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := dead.Election(name).Campaign(ctx, "old", ttl); err != nil {
+			b.Fatal(err)
+		}
+		got := make(chan time.Time, 1)
+		go func() {
+			l, err := next.Election(name).Campaign(ctx, "new", ttl)
+			got <- time.Now()
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			_ = l.Resign(ctx)
+		}()
+		time.Sleep(20 * time.Millisecond) // the candidate waits
+		start := time.Now()
+		for _, c := range own {
+			_ = c.Close() // the process dies: no Resign, no extension
+		}
+		lat = append(lat, (<-got).Sub(start))
+		_ = dead.Close()
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[(len(lat)*99)/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(ttl.Milliseconds()), "ttl-ms")
+}
+
+// BenchmarkObserveLag measures Observe's delivery lag: from a Proclaim's
+// return to the observer's receipt (p50-µs, p99-µs).
+func BenchmarkObserveLag(b *testing.B) {
+	clients := benchClients(b, 3)
+	rl, err := redlock.New(clients)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = rl.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e := rl.Election(b.Name())
+	ch := e.Observe(ctx)
+	lead, err := e.Campaign(ctx, "v", time.Minute)
+	if err != nil {
+		b.Fatal(err)
+	}
+	<-ch
+	var lat []time.Duration
+	n := 0
+	for b.Loop() {
+		n++
+		v := fmt.Sprint("v", n)
+		if err := lead.Proclaim(ctx, v); err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		for ld := range ch {
+			if ld.Value == v {
+				break
+			}
+		}
+		lat = append(lat, time.Since(start))
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[(len(lat)*99)/100].Microseconds()), "p99-µs")
+	_ = lead.Resign(context.Background())
 }

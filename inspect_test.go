@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -321,4 +322,53 @@ func TestInspectForeignValue(t *testing.T) {
 	require.Equal(t, "other", h.Nodes[0].Kind)
 	require.NotEqual(t, redlock.HoldHeld, h.State)
 	require.False(t, strings.Contains(fmt.Sprint(h.State), "held"))
+}
+
+// BenchmarkInspect is one Inspect of a held key on 3 nodes: compare with
+// BenchmarkTryLockUnlock (one acquire and one release round) and
+// BenchmarkTryLockContended (an acquire refused, which now reads the
+// holder's metadata and TTL).
+func BenchmarkInspect(b *testing.B) {
+	rl, err := redlock.New(benchClients(b, 3))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = rl.Close() })
+	ctx := context.Background()
+	keys := benchKeys(b, 1)
+	if _, err := rl.TryLock(ctx, keys[0], time.Hour, redlock.WithMetadata("host-a pid 4242")); err != nil {
+		b.Fatal(err)
+	}
+	inspect := func(k string) error {
+		h, err := rl.Inspect(ctx, k)
+		if err == nil && h.State != redlock.HoldHeld {
+			err = fmt.Errorf("want held, got %v", h.State)
+		}
+		return err
+	}
+	benchWarm(b, keys, inspect)
+	benchLoop(b, keys, inspect)
+}
+
+// BenchmarkTryLockContended is one TryLock refused by a holder with
+// metadata, on 3 nodes.
+func BenchmarkTryLockContended(b *testing.B) {
+	rl, err := redlock.New(benchClients(b, 3))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = rl.Close() })
+	ctx := context.Background()
+	keys := benchKeys(b, 1)
+	if _, err := rl.TryLock(ctx, keys[0], time.Hour, redlock.WithMetadata("host-a pid 4242")); err != nil {
+		b.Fatal(err)
+	}
+	try := func(k string) error {
+		if _, err := rl.TryLock(ctx, k, benchTTL); !errors.Is(err, redlock.ErrContended) {
+			return fmt.Errorf("want ErrContended, got %v", err)
+		}
+		return nil
+	}
+	benchWarm(b, keys, try)
+	benchLoop(b, keys, try)
 }
