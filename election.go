@@ -281,9 +281,6 @@ func (ld *Leadership) Lock() *Lock {
 	return ld.l
 }
 
-// OpProclaim is the QuorumError.Op of a Proclaim.
-const OpProclaim Op = "proclaim"
-
 // Proclaim changes the value the leadership advertises to value, without
 // an election: on each node that holds the leadership, the stored value
 // is rewritten and its TTL kept, and observers are woken. It succeeds

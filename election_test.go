@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed543a70bd/redlock"
+	"github.com/seed543a70bd/redlock/internal/redisnode"
+	"github.com/seed543a70bd/redlock/internal/redistest"
 )
 
 // TestElectionCampaignProclaimResignHandsOff pins the life of a
@@ -666,4 +668,59 @@ func TestCampaignCancelledAtAnyInstantLeavesNothing(t *testing.T) {
 	t.Logf("%d won, %d cut", won, cut)
 	eventually(t, 5*time.Second, func() bool { return len(nodeKeys(t, clients, root)) == 0 },
 		"want nothing left (seed %d), got %v", seed, nodeKeys(t, clients, root))
+}
+
+// TestElectionObserveWithoutPubSub pins Observe's polling fallback: an
+// observer whose ACL user may not subscribe still sees every leader and
+// value it polls, within its polling interval.
+func TestElectionObserveWithoutPubSub(t *testing.T) {
+	nodes := redistest.NodesWith(t, 3, redisnode.Options{Args: []string{"--requirepass", "admin-pw"}})
+	admins := redistest.Clients(t, nodes)
+	aclSetUser(t, admins, "nosub", "on", ">secret", "~*", "&*", "+@all", "-psubscribe", "-subscribe")
+	watcher := newClient(t, userClients(t, nodes, "nosub", "secret"))
+	leader := newClient(t, admins)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	name := key(t)
+	ch := watcher.Election(name).Observe(ctx)
+	lead, err := leader.Election(name).Campaign(ctx, "v1", 10*time.Second)
+	require.NoError(t, err)
+	next := func(want string) {
+		t.Helper()
+		select {
+		case ld := <-ch:
+			require.Equal(t, want, ld.Value)
+			require.Equal(t, lead.Term(), ld.Term)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("want %q delivered by polling, got nothing", want)
+		}
+	}
+	next("v1")
+	require.NoError(t, lead.Proclaim(ctx, "v2"))
+	next("v2")
+	require.NoError(t, lead.Resign(ctx))
+}
+
+// TestResignAfterLossSaysNotHeld pins Resign on a lost leadership: an
+// error matching ErrNotHeld, every time; Done and Err said so first.
+func TestResignAfterLossSaysNotHeld(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	name := key(t)
+	lead, err := rl.Election(name).Campaign(ctx, "v", 400*time.Millisecond)
+	require.NoError(t, err)
+	for _, c := range clients {
+		require.NoError(t, c.Del(ctx, redlock.ElectionKey(name)).Err())
+	}
+	select {
+	case <-lead.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("want Done closed once the leadership's key is gone")
+	}
+	require.ErrorIs(t, lead.Err(), redlock.ErrLockLost)
+	require.LessOrEqual(t, lead.Validity(), time.Duration(0))
+	require.ErrorIs(t, lead.Resign(ctx), redlock.ErrNotHeld)
+	require.ErrorIs(t, lead.Resign(ctx), redlock.ErrNotHeld, "want the same answer again")
+	require.ErrorIs(t, lead.Proclaim(ctx, "w"), redlock.ErrNotHeld)
 }

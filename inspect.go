@@ -147,6 +147,16 @@ func (c *Client) Inspect(ctx context.Context, key string, opts ...Option) (*Hold
 	return summarize(nodes, c.need, time.Since(start)), nil
 }
 
+// Inspect reports who holds key among the MultiLock's nodes, as
+// Client.Inspect does, with every node as the quorum: a lock is held
+// when every node holds it.
+func (m *MultiLock) Inspect(ctx context.Context, key string, opts ...Option) (*Holding, error) {
+	if m == nil {
+		return nil, invalidf("nil *MultiLock")
+	}
+	return m.c.Inspect(ctx, key, opts...)
+}
+
 // summarize decides what a quorum of need nodes says, from every node's
 // answer, elapsed after Inspect's start.
 func summarize(nodes []NodeHolding, need int, elapsed time.Duration) *Holding {
