@@ -186,10 +186,12 @@ type NodeResult struct {
 	Status  NodeStatus    // what the node answered
 	Err     error         // why the request failed, when Status is NodeFailed
 	Latency time.Duration // time from the start of the round to the reply
-	// Holder and HolderTTL: for an acquire of a key lock that the node
-	// refused (NodeTaken), the holder's metadata (WithMetadata; "" when
-	// it has none) and the key's remaining time to live on the node
-	// (negative when unknown). Never the holder's token.
+	// Holder and HolderTTL: for an acquire that the node refused
+	// (NodeTaken) because one holder has the key (a key lock's holder, a
+	// writer refusing a reader, a path's or an ancestor's holder), the
+	// holder's metadata (WithMetadata; "" when it has none) and the
+	// key's remaining time to live on the node (negative when unknown).
+	// Never the holder's token.
 	Holder    string
 	HolderTTL time.Duration
 }
@@ -294,9 +296,10 @@ func (e *QuorumError) Unwrap() []error {
 // of a key lock for contention said: the holder's metadata (WithMetadata;
 // "" when it has none) that most of them reported, and the longest
 // remaining time to live any of them reported for it (negative when
-// none knew). ok is false when no node reported a holder (the error is
-// not one of contention, or the lock is a read lock, a path or a
-// semaphore, whose refusals do not say).
+// none knew). ok is false when no node reported a holder: the error is
+// not one of contention, or what refused it was no one holder (a
+// semaphore's permits, a path's descendants, a writer waiting for a read
+// lock's readers to leave).
 func (e *QuorumError) Holder() (meta string, ttl time.Duration, ok bool) {
 	if e == nil {
 		return "", 0, false

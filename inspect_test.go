@@ -168,11 +168,28 @@ func TestContentionErrorSaysWho(t *testing.T) {
 			require.Contains(t, err.Error(), "held by host-a pid 4242 for another ")
 		})
 	}
-	// No metadata: the holder is "another owner", with its TTL.
+	// A read lock refused by a writer, a path by an ancestor's holder:
+	// the same.
 	k := key(t)
+	w, err := rl.TryLock(ctx, k, time.Minute, redlock.WithMetadata("writer w"))
+	require.NoError(t, err)
+	_, err = rl.TryRLock(ctx, k, time.Minute)
+	require.ErrorIs(t, err, redlock.ErrContended)
+	require.Contains(t, err.Error(), "held by writer w for another ")
+	require.NoError(t, w.Unlock(ctx))
+	p := key(t)
+	a, err := rl.TryLockPath(ctx, p, time.Minute, redlock.WithMetadata("folder owner"))
+	require.NoError(t, err)
+	_, err = rl.TryLockPath(ctx, p+"/sub", time.Minute)
+	require.ErrorIs(t, err, redlock.ErrContended)
+	require.Contains(t, err.Error(), "held by folder owner for another ")
+	require.NoError(t, a.Unlock(ctx))
+
+	// No metadata: the holder is "another owner", with its TTL.
+	k = key(t)
 	holdForeign(t, clients[0], k, time.Minute)
 	holdForeign(t, clients[1], k, time.Minute)
-	_, err := rl.TryLock(ctx, k, time.Second)
+	_, err = rl.TryLock(ctx, k, time.Second)
 	require.ErrorIs(t, err, redlock.ErrContended)
 	require.Contains(t, err.Error(), "held by another owner for another ")
 }

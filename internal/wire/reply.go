@@ -30,7 +30,8 @@ type Reply struct {
 	// Refused: refused before sending (the restart guard): nothing to
 	// release either, but reported to the observer like a reply.
 	Refused bool
-	// A key lock's acquire refused by another holder: its metadata and
+	// An acquire refused by another holder (a key lock's, a read lock's
+	// by a writer, a path's by its or an ancestor's holder): its metadata and
 	// the key's remaining time to live on this node (HolderTTL < 0: not
 	// known).
 	Holder    string
@@ -46,7 +47,7 @@ var ErrInvalid = errors.New("redlock: invalid argument")
 // for an acquire), -1 taken, -2 a semaphore's limit mismatch. A reply of
 // another shape fails the node.
 func Classify(r *Request, res any) Reply {
-	if r.Op == OpAcquire && r.Kind == KindKey {
+	if r.Op == OpAcquire && r.Kind != KindPermit {
 		if h, ttl, ok := parseRefusal(res, r.Fenced); ok {
 			return Reply{St: StatusTaken, Holder: h, HolderTTL: ttl}
 		}
@@ -99,9 +100,9 @@ func ParseReply(res any, fenced bool) (v, f int64, ok bool) {
 	return 0, 0, false
 }
 
-// parseRefusal reads a key lock's acquire refused by another holder:
+// parseRefusal reads an acquire refused by another holder:
 // {0, metadata, pttl}, or fenced {0, 0, metadata, pttl}
-// (key/acquire.lua).
+// (key/acquire.lua, read/acquire.lua, path/acquire.lua).
 func parseRefusal(res any, fenced bool) (holder string, ttl time.Duration, ok bool) {
 	arr, ok := res.([]any)
 	n := 3

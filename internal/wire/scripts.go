@@ -52,8 +52,8 @@ var (
 	// The lock family: per kind, acquire, extend, release. The
 	// semaphore's scripts check the key's type themselves.
 	familyScripts = [...][3]*Script{
-		KindRead:   {newLua(typed(src("read/acquire.lua"), "0")), newLua(src("read/extend.lua")), newLua(typed(src("read/release.lua"), "-1"))},
-		KindPath:   {newLua(typed(src("path/acquire.lua"), "0")), newLua(src("path/extend.lua")), newLua(typed(src("path/release.lua"), "-1"))},
+		KindRead:   {newLua(ownSrc + typed(src("read/acquire.lua"), "0")), newLua(src("read/extend.lua")), newLua(typed(src("read/release.lua"), "-1"))},
+		KindPath:   {newLua(ownSrc + typed(src("path/acquire.lua"), "0")), newLua(src("path/extend.lua")), newLua(typed(src("path/release.lua"), "-1"))},
 		KindPermit: {newLua(src("sem/acquire.lua")), newLua(src("sem/extend.lua")), newLua(src("sem/release.lua"))},
 	}
 )
