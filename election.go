@@ -36,8 +36,9 @@ import (
 // wakes it: a lost message delays a change by at most this.
 const observePoll = time.Second
 
-// electedMsg is the message a new leader and Proclaim publish on the
-// election key's release channel: it wakes Observe, not the candidates.
+// electedMsg is the message a new leader (publishing its term) and
+// Proclaim publish on the election key's release channel
+// (key/proclaim.lua): it wakes Observe, not the candidates.
 const electedMsg = "e"
 
 // Election is a leader election among the users of one name: at most one
@@ -196,20 +197,6 @@ func parseElectionMeta(m string) (term int64, value string, ok bool) {
 	return term, value, true
 }
 
-// announce publishes electedMsg on every node, in the background, to
-// wake the election's observers.
-func (e *Election) announce() {
-	ch := e.c.cfg.prefix + ReleaseChannel(ElectionKey(e.name))
-	for _, nd := range e.c.nodes {
-		e.c.spawn(func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), inspectTimeout)
-			defer cancel()
-			_ = nd.C.Publish(ctx, ch, electedMsg).Err()
-			return nil
-		}, false)
-	}
-}
-
 func (ld *Leadership) check() error {
 	switch {
 	case ld == nil:
@@ -332,7 +319,7 @@ func (ld *Leadership) proclaim(ctx context.Context, value string) error {
 	nv := wire.Value(tok, electionMeta(l.Fence(), value))
 	start := time.Now()
 	res, got, err := eachNode(ctx, c, l.cfg, func(ctx context.Context, i int, nd *node.Node) NodeResult {
-		r, err := evalRead(ctx, nd, func(cmd string) []any { return wire.ProclaimArgs(cmd, wk, l.token, nv, ch) })
+		r, err := evalRead(ctx, nd, func(cmd string) []any { return wire.ProclaimArgs(cmd, wk, l.token, nv, ch, electedMsg) })
 		nr := NodeResult{Node: i, Addr: nd.Addr, Latency: time.Since(start)}
 		v, ok := r.(int64)
 		switch {

@@ -106,11 +106,11 @@ func ms(v int64) time.Duration {
 // ProclaimArgs is the command that rewrites a key lock's metadata on a
 // node (key/proclaim.lua): old is the holder's value when it acquired,
 // value its new value, channel where the change is announced ("" for
-// none).
-func ProclaimArgs(cmd string, key, old, value, channel string) []any {
+// none) with message msg.
+func ProclaimArgs(cmd string, key, old, value, channel, msg string) []any {
 	script := ScriptProclaim.SHA
 	if cmd == "eval" {
 		script = ScriptProclaim.Src
 	}
-	return []any{cmd, script, 1, key, old, value, channel}
+	return []any{cmd, script, 1, key, old, value, channel, msg}
 }
