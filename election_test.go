@@ -153,10 +153,17 @@ func TestCampaignCtxBoundsOnlyTheWait(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Contains(t, err.Error(), "host-a")
 
+	stalls := watchStalls(t)
 	time.Sleep(3 * ttl) // past the TTL: only auto-extension keeps it
 	select {
 	case <-lead.Done():
-		t.Fatalf("want the leadership held past its TTL, got %v", lead.Err())
+		// A loaded machine may stall past what a 300ms lease survives;
+		// only a loss without such a stall is a failure.
+		if stalls.Survivable(t, ttl, testNodeTimeout) {
+			t.Fatalf("want the leadership held past its TTL, got %v", lead.Err())
+		}
+		_ = lead.Resign(ctx)
+		return
 	default:
 	}
 	info, err := rl.Election(name).Leader(ctx)
