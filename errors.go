@@ -3,8 +3,11 @@ package redlock
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/seed543a70bd/redlock/internal/node"
 	"github.com/seed543a70bd/redlock/internal/wire"
@@ -58,6 +61,10 @@ var (
 	// the restart guard (WithRestartGuard): it restarted too recently to
 	// be trusted to remember the locks it granted.
 	ErrNodeRestarted = node.ErrNodeRestarted
+
+	// ErrNoLeader is returned by Election.Leader when enough nodes
+	// answered to tell that nobody leads the election.
+	ErrNoLeader = errors.New("redlock: no leader")
 
 	// ErrClosed is returned by acquisitions on a Client or MultiLock
 	// after Close. It matches ErrInvalid.
@@ -179,6 +186,14 @@ type NodeResult struct {
 	Status  NodeStatus    // what the node answered
 	Err     error         // why the request failed, when Status is NodeFailed
 	Latency time.Duration // time from the start of the round to the reply
+	// Holder and HolderTTL: for an acquire that the node refused
+	// (NodeTaken) because one holder has the key (a key lock's holder, a
+	// writer refusing a reader, a path's or an ancestor's holder), the
+	// holder's metadata (WithMetadata; "" when it has none) and the
+	// key's remaining time to live on the node (negative when unknown).
+	// Never the holder's token.
+	Holder    string
+	HolderTTL time.Duration
 }
 
 // String describes the outcome on one line: the node's number (from 1)
@@ -242,6 +257,19 @@ func (e *QuorumError) Error() string {
 			continue
 		}
 		b.WriteString(": ")
+		if meta, ttl, ok := e.Holder(); ok && r == ErrContended {
+			// "held by host-a pid 4242 for another 12.3s"
+			b.WriteString("held by ")
+			if meta == "" {
+				b.WriteString("another owner")
+			} else {
+				b.WriteString(showMeta(meta))
+			}
+			if ttl >= 0 {
+				fmt.Fprintf(&b, " for another %.1fs", ttl.Seconds())
+			}
+			continue
+		}
 		b.WriteString(bare(r))
 	}
 	fmt.Fprintf(&b, " (%d votes, %d needed", e.OK, e.Quorum)
@@ -262,6 +290,50 @@ func (e *QuorumError) Unwrap() []error {
 		return append(append([]error(nil), e.reasons...), e.waitErr)
 	}
 	return e.reasons
+}
+
+// Holder returns who holds the key, as the nodes that refused an acquire
+// of a key lock for contention said: the holder's metadata (WithMetadata;
+// "" when it has none) that most of them reported, and the longest
+// remaining time to live any of them reported for it (negative when
+// none knew). ok is false when no node reported a holder: the error is
+// not one of contention, or what refused it was no one holder (a
+// semaphore's permits, a path's descendants, a writer waiting for a read
+// lock's readers to leave).
+func (e *QuorumError) Holder() (meta string, ttl time.Duration, ok bool) {
+	if e == nil {
+		return "", 0, false
+	}
+	count := map[string]int{}
+	best := -1
+	for _, n := range e.Nodes {
+		if n.Status != NodeTaken || (n.Holder == "" && n.HolderTTL == 0) {
+			continue
+		}
+		count[n.Holder]++
+		if c := count[n.Holder]; c > best || (c == best && n.Holder < meta) {
+			meta, best = n.Holder, c
+		}
+	}
+	if best < 0 {
+		return "", 0, false
+	}
+	ttl = -1
+	for _, n := range e.Nodes {
+		if n.Status == NodeTaken && n.Holder == meta && n.HolderTTL > ttl {
+			ttl = n.HolderTTL
+		}
+	}
+	return meta, ttl, true
+}
+
+// showMeta returns metadata as an error message shows it: as it is when
+// it is printable text, quoted otherwise.
+func showMeta(m string) string {
+	if utf8.ValidString(m) && strings.IndexFunc(m, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
+		return m
+	}
+	return strconv.Quote(m)
 }
 
 // Failed returns the results of the nodes whose request failed.

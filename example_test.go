@@ -511,3 +511,102 @@ func ExampleFencedSet() {
 	// first is refused: true
 	// value: written by second
 }
+
+// Who holds a lock, as a quorum of nodes sees it: its holder's metadata
+// and remaining TTL, never its token. A contender's error says the same.
+func ExampleClient_Inspect() {
+	ctx := context.Background()
+
+	l, err := locker.TryLock(ctx, "job:43", 30*time.Second, redlock.WithMetadata("host-a pid 4242"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	h, err := locker.Inspect(ctx, "job:43")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(h.State, "by", h.Metadata, "for at most 30s:", h.TTL > 0 && h.TTL <= 30*time.Second)
+
+	_, err = locker.TryLock(ctx, "job:43", 30*time.Second)
+	var qe *redlock.QuorumError
+	if errors.As(err, &qe) {
+		who, _, _ := qe.Holder()
+		fmt.Println("refused, held by", who)
+	}
+	printErr("unlock", l.Unlock(ctx))
+	h, _ = locker.Inspect(ctx, "job:43")
+	fmt.Println(h.State)
+	// Output:
+	// held by host-a pid 4242 for at most 30s: true
+	// refused, held by host-a pid 4242
+	// free
+}
+
+// One leader at a time: Campaign waits until elected; the term is a
+// fencing token that rises from leader to leader; Resign hands leadership
+// on to the next candidate at once.
+func ExampleElection_Campaign() {
+	ctx := context.Background()
+	e := locker.Election("scheduler")
+
+	lead, err := e.Campaign(ctx, "host-a", 10*time.Second)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	info, err := e.Leader(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("leader:", info.Value, "same term:", info.Term == lead.Term())
+
+	printErr("proclaim", lead.Proclaim(ctx, "host-a:v2"))
+	info, _ = e.Leader(ctx)
+	fmt.Println("leader:", info.Value)
+
+	printErr("resign", lead.Resign(ctx))
+	_, err = e.Leader(ctx)
+	fmt.Println("no leader:", errors.Is(err, redlock.ErrNoLeader))
+	// Output:
+	// leader: host-a same term: true
+	// leader: host-a:v2
+	// no leader: true
+}
+
+// Observe delivers each change of leader or value, in term order.
+func ExampleElection_Observe() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e := locker.Election("observed")
+	changes := e.Observe(ctx)
+
+	lead, err := e.Campaign(ctx, "host-a", 10*time.Second)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println((<-changes).Value)
+	printErr("proclaim", lead.Proclaim(ctx, "host-a:v2"))
+	fmt.Println((<-changes).Value)
+	printErr("resign", lead.Resign(ctx))
+	// Output:
+	// host-a
+	// host-a:v2
+}
+
+// Run campaigns, then runs the leader's work with a ctx that ends if
+// leadership is lost; it resigns when the work returns.
+func ExampleElection_Run() {
+	ctx := context.Background()
+	err := locker.Election("compactor").Run(ctx, "host-a", 10*time.Second, func(ctx context.Context) error {
+		fmt.Println("leading: compacting")
+		return nil
+	})
+	fmt.Println("done:", err)
+	// Output:
+	// leading: compacting
+	// done: <nil>
+}

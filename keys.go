@@ -88,6 +88,17 @@ func pathKeys(comps []string) (holders, belows []string) {
 	return holders, belows
 }
 
+// electionPrefix is the prefix of the elections' keys.
+const electionPrefix = "redlock:election:"
+
+// ElectionKey returns the key of the lock that holds the election called
+// name (Client.Election): "redlock:election:" + name. Its fencing
+// counter, FenceKey(ElectionKey(name)), holds the terms. Under
+// WithKeyPrefix(p) the key is p + ElectionKey(name). A lock on name
+// never collides with it; do not lock keys that begin with
+// "redlock:election:" yourself.
+func ElectionKey(name string) string { return electionPrefix + name }
+
 // releasePrefix is the prefix of the release channels.
 const releasePrefix = "redlock:release:"
 

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
 // Lock is a held lock: an immutable handle that owns its random token.
@@ -105,13 +107,26 @@ func (l *Lock) shownKeys() []string {
 }
 
 // Token returns the random value stored on each node: 128 bits from
-// crypto/rand, hex-encoded. It identifies this holder; it is not a fencing
-// token (it does not increase).
+// crypto/rand, hex-encoded (or the token given with WithToken). It
+// identifies this holder; it is not a fencing token (it does not
+// increase). With WithMetadata the stored value is the token, a NUL byte
+// and the metadata.
 func (l *Lock) Token() string {
 	if l == nil {
 		return ""
 	}
-	return l.token
+	t, _ := wire.SplitValue(l.token)
+	return t
+}
+
+// Metadata returns the metadata stored with the lock (WithMetadata), or
+// "".
+func (l *Lock) Metadata() string {
+	if l == nil {
+		return ""
+	}
+	_, m := wire.SplitValue(l.token)
+	return m
 }
 
 // TTL returns the TTL of the last successful acquire or Extend.

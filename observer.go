@@ -50,6 +50,9 @@ const (
 	OpExtend Op = "extend" // Extend, and auto-extension
 	OpUnlock Op = "unlock" // Unlock, and the clean-up release of a lost attempt
 	OpFence  Op = "fence"  // the second round of a fenced acquisition (WithFencing)
+	// OpProclaim is a leader's Proclaim (QuorumError.Op only: it is not
+	// a round of the lock and the Observer does not see it).
+	OpProclaim Op = "proclaim"
 )
 
 // NodeEvent is one node request's outcome.

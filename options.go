@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
 // Defaults of the options. They are applied by New and can be overridden
@@ -23,6 +25,7 @@ type config struct {
 	retryDelay  time.Duration
 	maxTries    int    // 0: no limit (until ctx is done)
 	token       string // "": random per call
+	meta        string // WithMetadata; "": none
 
 	maxExtensions int           // 0: no limit
 	maxHold       time.Duration // 0: no limit
@@ -193,12 +196,45 @@ func WithToken(token string) Option {
 			c.err = invalidf("token of %d bytes is shorter than %d", len(token), minTokenLen)
 			return
 		}
+		if strings.Contains(token, wire.MetaSep) {
+			c.err = invalidf("token %q contains a NUL byte, which separates a token from its metadata on the nodes", token)
+			return
+		}
 		if strings.HasPrefix(token, reservedPrefix) {
 			c.err = invalidf("token %q begins with %q, which marks the library's own values (read locks, semaphore limits)", token, reservedPrefix)
 			return
 		}
 		c.token = token
 	}
+}
+
+// MaxMetadata is the most bytes of metadata WithMetadata accepts.
+const MaxMetadata = 4096
+
+// WithMetadata stores meta with the lock on each node, for anyone who
+// asks who holds it (Client.Inspect, and the error of an acquisition
+// that lost to contention): a host, a pid, a job id, a start time. Any
+// bytes, at most MaxMetadata (4 KiB), else ErrInvalid. It lives and dies
+// with the lock: it is part of the value the lock stores (after its
+// token and a NUL byte), so Extend and auto-extension keep it, Unlock
+// removes it, and it expires with the key; no other key is written. A
+// read lock or a semaphore permit stores it in its member, a path lock
+// in its holder key. Given to New it is the default of every lock of the
+// Client; given to a call it replaces that default. Default: "", none.
+func WithMetadata(meta string) Option {
+	return func(c *config) {
+		if len(meta) > MaxMetadata {
+			c.err = invalidf("metadata of %d bytes is longer than %d", len(meta), MaxMetadata)
+			return
+		}
+		c.meta = meta
+	}
+}
+
+// withMeta sets the metadata without WithMetadata's bound: an election's
+// holds its term as well as a value of up to MaxMetadata bytes.
+func withMeta(meta string) Option {
+	return func(c *config) { c.meta = meta }
 }
 
 // WithMaxExtensions caps the number of extensions that auto-extension

@@ -59,6 +59,10 @@ type waiter struct {
 	// "r", read/release.lua): it waits for a writer's release, or for
 	// a waiting writer's mark to end (see Client.RLock).
 	reader bool
+	// watch: an election's observer (Election.Observe), which the
+	// election's own announcements (electedMsg) wake; they do not wake
+	// the candidates, whom only a release concerns.
+	watch bool
 }
 
 // session is the set of subscriptions, one per node, of one busy period.
@@ -73,8 +77,8 @@ type session struct {
 // join registers a waiter for keys, starting the subscriptions if none
 // run. The waiter is woken when the subscriptions are (or already were)
 // confirmed, and on every release of one of its keys.
-func (h *hub) join(c *Client, keys []string, reader bool) *waiter {
-	w := &waiter{keys: keys, wake: make(chan struct{}, 1), reader: reader}
+func (h *hub) join(c *Client, keys []string, reader, watch bool) *waiter {
+	w := &waiter{keys: keys, wake: make(chan struct{}, 1), reader: reader, watch: watch}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.waiters == nil {
@@ -183,7 +187,7 @@ func (s *session) read(h *hub, ps *redis.PubSub) {
 		switch m := msg.(type) {
 		case *redis.Message:
 			if k, ok := strings.CutPrefix(m.Channel, s.chans); ok {
-				h.wakeKey(k, m.Payload == readersLeft)
+				h.wakeKey(k, m.Payload)
 			}
 		case *redis.Subscription:
 			if m.Kind == "psubscribe" {
@@ -199,12 +203,16 @@ func (s *session) read(h *hub, ps *redis.PubSub) {
 // lock; a writer's release, and a permit's, announce an empty message.
 const readersLeft = "r"
 
-// wakeKey wakes the waiters for k; when the last reader of k left
-// (byReaders), not the readers among them.
-func (h *hub) wakeKey(k string, byReaders bool) {
+// wakeKey wakes the waiters for k that a message msg concerns: when the
+// last reader of k left (readersLeft), not the readers among them; for
+// an election's announcement (electedMsg), only its observers.
+func (h *hub) wakeKey(k string, msg string) {
 	h.mu.Lock()
 	for w := range h.waiters[k] {
-		if !byReaders || !w.reader {
+		switch {
+		case msg == readersLeft && w.reader:
+		case msg == electedMsg && !w.watch:
+		default:
 			w.notify()
 		}
 	}

@@ -461,7 +461,7 @@ func (rd *round) Report(i int, r wire.Reply) {
 		}
 		return
 	}
-	rd.res[i] = NodeResult{Node: i, Addr: rd.res[i].Addr, Status: st, Err: err, Latency: lat}
+	rd.res[i] = NodeResult{Node: i, Addr: rd.res[i].Addr, Status: st, Err: err, Latency: lat, Holder: r.Holder, HolderTTL: r.HolderTTL}
 	if none {
 		rd.none.add(i)
 	}

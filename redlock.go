@@ -38,6 +38,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/seed543a70bd/redlock/internal/node"
 	"github.com/seed543a70bd/redlock/internal/nodeurl"
+	"github.com/seed543a70bd/redlock/internal/wire"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -325,17 +326,18 @@ func (c *Client) check(ctx context.Context, ttl time.Duration, cfg *config) erro
 	return nil
 }
 
-// newToken returns the token set by WithToken, or 128 random bits from
-// crypto/rand, hex-encoded.
+// newToken returns the value a lock stores on the nodes: the token set
+// by WithToken, or 128 random bits from crypto/rand, hex-encoded; then,
+// with WithMetadata, a NUL byte and the metadata (wire.Value).
 func (c *config) newToken() (string, error) {
 	if c.token != "" {
-		return c.token, nil
+		return wire.Value(c.token, c.meta), nil
 	}
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
 	}
-	return hex.EncodeToString(b[:]), nil
+	return wire.Value(hex.EncodeToString(b[:]), c.meta), nil
 }
 
 // spawn runs f on a goroutine of the client's group, which Close waits

@@ -67,7 +67,7 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 			if fam != nil {
 				on = fam.wake
 			}
-			w = c.hub.join(c, on, fam != nil && fam.kind == kindRead)
+			w = c.hub.join(c, on, fam != nil && fam.kind == kindRead, false)
 			wake = w.wake
 		}
 		d := jitter(cfg.retryDelay)

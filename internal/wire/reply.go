@@ -3,6 +3,7 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -29,6 +30,12 @@ type Reply struct {
 	// Refused: refused before sending (the restart guard): nothing to
 	// release either, but reported to the observer like a reply.
 	Refused bool
+	// An acquire refused by another holder (a key lock's, a read lock's
+	// by a writer, a path's by its or an ancestor's holder): its metadata and
+	// the key's remaining time to live on this node (HolderTTL < 0: not
+	// known).
+	Holder    string
+	HolderTTL time.Duration
 }
 
 // ErrInvalid is matched by every error about bad input; the root
@@ -40,6 +47,11 @@ var ErrInvalid = errors.New("redlock: invalid argument")
 // for an acquire), -1 taken, -2 a semaphore's limit mismatch. A reply of
 // another shape fails the node.
 func Classify(r *Request, res any) Reply {
+	if r.Op == OpAcquire && r.Kind != KindPermit {
+		if h, ttl, ok := parseRefusal(res, r.Fenced); ok {
+			return Reply{St: StatusTaken, Holder: h, HolderTTL: ttl}
+		}
+	}
 	v, f, ok := ParseReply(res, r.Op == OpAcquire && r.Fenced)
 	if !ok {
 		return Reply{St: StatusFailed, Err: ErrUnexpectedReply(res)}
@@ -86,6 +98,34 @@ func ParseReply(res any, fenced bool) (v, f int64, ok bool) {
 		return v, f, true
 	}
 	return 0, 0, false
+}
+
+// parseRefusal reads an acquire refused by another holder:
+// {0, metadata, pttl}, or fenced {0, 0, metadata, pttl}
+// (key/acquire.lua, read/acquire.lua, path/acquire.lua).
+func parseRefusal(res any, fenced bool) (holder string, ttl time.Duration, ok bool) {
+	arr, ok := res.([]any)
+	n := 3
+	if fenced {
+		n = 4
+	}
+	if !ok || len(arr) != n {
+		return "", 0, false
+	}
+	for _, x := range arr[:n-2] {
+		if v, ok := x.(int64); !ok || v != 0 {
+			return "", 0, false
+		}
+	}
+	h, ok1 := arr[n-2].(string)
+	ms, ok2 := arr[n-1].(int64)
+	if !ok1 || !ok2 {
+		return "", 0, false
+	}
+	if ms < 0 {
+		return h, -1, true
+	}
+	return h, time.Duration(ms) * time.Millisecond, true
 }
 
 // IsNoScript reports whether err is the node's NOSCRIPT error: it does

@@ -29,25 +29,31 @@ func src(name string) string {
 
 var (
 	writerMarkSrc = src("common/writer_mark.lua")
+	// ownSrc: a key lock's value may carry metadata after its token.
+	ownSrc = src("common/own.lua")
 
-	ScriptAcquire       = newLua(writerMarkSrc + typed(src("key/acquire.lua"), "0"))
-	ScriptAcquireFenced = newLua(writerMarkSrc + typed(src("key/acquire_fenced.lua"), "{0, 0}"))
-	ScriptFence         = newLua(typed(src("fence/raise.lua"), "-1"))
-	ScriptExtend        = newLua(src("key/extend.lua"))
-	ScriptRelease       = newLua(typed(src("key/release.lua"), "-1"))
-	ScriptReleaseOne    = newLua(typed(src("key/release_one.lua"), "-1"))
+	ScriptAcquire       = newLua(ownSrc + writerMarkSrc + typed(src("key/acquire.lua"), "0"))
+	ScriptAcquireFenced = newLua(ownSrc + writerMarkSrc + typed(src("key/acquire_fenced.lua"), "{0, 0}"))
+	ScriptFence         = newLua(ownSrc + typed(src("fence/raise.lua"), "-1"))
+	ScriptExtend        = newLua(ownSrc + src("key/extend.lua"))
+	ScriptRelease       = newLua(ownSrc + typed(src("key/release.lua"), "-1"))
+	ScriptReleaseOne    = newLua(ownSrc + typed(src("key/release_one.lua"), "-1"))
+	// ScriptInspect reads who holds a lock on a node (Inspect).
+	ScriptInspect = newLua(ownSrc + src("key/inspect.lua"))
+	// ScriptProclaim rewrites a key lock holder's metadata (Proclaim).
+	ScriptProclaim = newLua(ownSrc + src("key/proclaim.lua"))
 	// ScriptFencedSet is FencedSet's: a write to a resource guarded by
 	// fencing tokens.
 	ScriptFencedSet = newLua(src("fence/fenced_set.lua"))
 	// ScriptExtendBatch extends many locks of one node in one call (see
 	// Batch).
-	ScriptExtendBatch = newLua(src("extend/batch.lua"))
+	ScriptExtendBatch = newLua(ownSrc + src("extend/batch.lua"))
 
 	// The lock family: per kind, acquire, extend, release. The
 	// semaphore's scripts check the key's type themselves.
 	familyScripts = [...][3]*Script{
-		KindRead:   {newLua(typed(src("read/acquire.lua"), "0")), newLua(src("read/extend.lua")), newLua(typed(src("read/release.lua"), "-1"))},
-		KindPath:   {newLua(typed(src("path/acquire.lua"), "0")), newLua(src("path/extend.lua")), newLua(typed(src("path/release.lua"), "-1"))},
+		KindRead:   {newLua(ownSrc + typed(src("read/acquire.lua"), "0")), newLua(src("read/extend.lua")), newLua(typed(src("read/release.lua"), "-1"))},
+		KindPath:   {newLua(ownSrc + typed(src("path/acquire.lua"), "0")), newLua(src("path/extend.lua")), newLua(typed(src("path/release.lua"), "-1"))},
 		KindPermit: {newLua(src("sem/acquire.lua")), newLua(src("sem/extend.lua")), newLua(src("sem/release.lua"))},
 	}
 )

@@ -29,7 +29,7 @@ end
 -- when it is missing.
 local function held(k, want)
   local v = redis.call('GET', k)
-  if v == want then
+  if own(v, want) then
     return 1
   elseif v then
     return -1

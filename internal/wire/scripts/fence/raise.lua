@@ -7,7 +7,7 @@
 local n = #KEYS / 2
 for i = 1, n do
   local v = redis.call('GET', KEYS[i])
-  if v ~= ARGV[1] then
+  if not own(v, ARGV[1]) then
     if v then
       return -1
     end

@@ -2,13 +2,15 @@
 -- KEYS: the lock's keys. ARGV[1]: our token. ARGV[2]: TTL in milliseconds.
 -- ARGV[3], ARGV[4] (optional): a waiting writer's mark (writer_mark.lua).
 -- Returns 1 when every key now holds our token (a key already holding our
--- token is refreshed: acquire is idempotent), 0 when any key holds another.
+-- token is refreshed: acquire is idempotent), and when a key holds
+-- another, {0, metadata, pttl}: the holder's metadata (never its token,
+-- own.lua) and the key's remaining time to live in milliseconds.
 -- On a refusal, every key that readers hold is marked (writer_mark.lua).
 for i = 1, #KEYS do
   local v = redis.call('GET', KEYS[i])
-  if v and v ~= ARGV[1] then
+  if v and not own(v, ARGV[1]) then
     markReaders(#KEYS)
-    return 0
+    return {0, meta(v), holderTTL(KEYS[i])}
   end
 end
 for i = 1, #KEYS do

@@ -5,15 +5,17 @@
 -- When no key holds another token, sets every key to our token and every
 -- counter to f = 1 + the largest of the counters, and returns {1, f}: the
 -- counters are raised while our token holds the keys, in one atomic step.
--- Returns {0, 0} when a key holds another token, and changes nothing but
--- a waiting writer's mark (writer_mark.lua).
+-- Returns {0, 0, metadata, pttl} when a key holds another token (its
+-- holder's metadata and the key's remaining time to live in ms, as
+-- acquire.lua), and changes nothing but a waiting writer's mark
+-- (writer_mark.lua).
 -- Counters never expire and never decrease.
 local n = #KEYS / 2
 for i = 1, n do
   local v = redis.call('GET', KEYS[i])
-  if v and v ~= ARGV[1] then
+  if v and not own(v, ARGV[1]) then
     markReaders(n)
-    return {0, 0}
+    return {0, 0, meta(v), holderTTL(KEYS[i])}
   end
 end
 local f = 0

@@ -4,7 +4,7 @@
 -- holds another token, 0 when a key is missing. Nothing is changed unless 1.
 for i = 1, #KEYS do
   local v = redis.call('GET', KEYS[i])
-  if v ~= ARGV[1] then
+  if not own(v, ARGV[1]) then
     if v then
       return -1
     end

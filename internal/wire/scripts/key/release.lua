@@ -12,7 +12,7 @@ local other = false
 local skip = tonumber(ARGV[3] or '0') or 0
 for i = 1, #KEYS do
   local v = redis.call('GET', KEYS[i])
-  if v == ARGV[1] then
+  if own(v, ARGV[1]) then
     redis.call('DEL', KEYS[i])
     n = n + 1
     if ARGV[2] and ARGV[2] ~= '' then

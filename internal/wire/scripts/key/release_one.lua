@@ -6,7 +6,7 @@
 -- Returns 1 when the key held our token (deleted), -1 when it holds
 -- another token, 0 when it is missing.
 local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then
+if own(v, ARGV[1]) then
   redis.call('DEL', KEYS[1])
   if ARGV[2] and ARGV[2] ~= '' then
     -- pcall: a user without the channel permission still releases.

@@ -7,13 +7,15 @@
 -- An attempt reads O(d) keys, whatever the number of locks held: a held
 -- ancestor or the path itself is a holder key; a held descendant is a
 -- live member of the path's below key.
--- Returns 1 when we hold the path (a lease of ours is refreshed), 0 when
--- another owner holds it, an ancestor or a descendant.
+-- Returns 1 when we hold the path (a lease of ours is refreshed),
+-- {0, metadata, pttl} when another owner holds it or an ancestor (its
+-- metadata, never its token, and the holder key's remaining time to live
+-- in ms; own.lua), 0 when another owner holds a descendant.
 local d = #KEYS / 2
 for i = 1, d do
   local v = redis.call('GET', KEYS[i])
   if v and v ~= ARGV[1] then
-    return 0
+    return {0, meta(v), holderTTL(KEYS[i])}
   end
 end
 local t = redis.call('TIME')

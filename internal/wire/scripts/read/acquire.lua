@@ -10,14 +10,16 @@
 -- with a live lease of its own may refresh it, and new readers are
 -- refused, so that the readers drain and the writer gets in. The mark
 -- goes with the key, at the last reader's release.
--- Returns 1 when we hold a read lease (a lease of ours is refreshed), 0
--- when a writer holds the key, or waits for it.
+-- Returns 1 when we hold a read lease (a lease of ours is refreshed),
+-- {0, metadata, pttl} when a writer holds the key (its metadata, never
+-- its token, and the key's remaining time to live in ms; own.lua), 0
+-- when a writer waits for it.
 local m = ARGV[3]
 local v = redis.call('GET', KEYS[1])
 local marked = false
 if v and v ~= m then
   if string.sub(v, 1, #m + 3) ~= m .. ':w:' then
-    return 0
+    return {0, meta(v), holderTTL(KEYS[1])}
   end
   marked = true
 end

@@ -1,0 +1,588 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/seed543a70bd/redlock/internal/node"
+	"github.com/seed543a70bd/redlock/internal/wire"
+)
+
+// Leader election, in the style of etcd's concurrency.Election.
+//
+// An election is a fenced lock on ElectionKey(name) whose metadata is the
+// leader's term and value, "term 17: host-a": Campaign is Lock (with
+// WithFencing), then a rewrite of its metadata with its term, which only
+// the winner knows (a node's counter may differ from it: a node that
+// granted late, or to a candidate that lost, counted on its own), so
+// that Leader reports the term the leader fences with. Until that
+// rewrite the metadata says "term 0": a leader being elected, which
+// Leader does not report. Then the leadership is auto-extended
+// on the Client's scheduler, and Resign
+// is Unlock, whose release announcement wakes the waiting candidates
+// (pub/sub hand-off). The term is the lock's fencing token, so it
+// strictly increases from one leader to the next while no node loses its
+// data (see WithRestartGuard), and a resource can refuse a deposed
+// leader's writes with FencedSet. Proclaim rewrites the value in place,
+// keeping the token and the TTL (key/proclaim.lua). Leader and Observe
+// read the key as Inspect does.
+
+// observePoll is how often Observe reads the leader when no message
+// wakes it: a lost message delays a change by at most this.
+const observePoll = time.Second
+
+// electedMsg is the message a new leader (publishing its term) and
+// Proclaim publish on the election key's release channel
+// (key/proclaim.lua): it wakes Observe, not the candidates.
+const electedMsg = "e"
+
+// Election is a leader election among the users of one name: at most one
+// leader at a time, with a term that increases from leader to leader. It
+// is a value that does no I/O until called; it is safe for concurrent
+// use. Methods on a nil *Election return an error matching ErrInvalid
+// (Observe, a closed channel).
+type Election struct {
+	c    *Client
+	name string
+}
+
+// Election returns the election called name. It does no I/O. Its key is
+// ElectionKey(name), with the key prefix (WithKeyPrefix) in front, so an
+// election never collides with a lock on name.
+func (c *Client) Election(name string) *Election {
+	return &Election{c: c, name: name}
+}
+
+// Election returns the election called name among the MultiLock's
+// nodes: a leadership needs every node, as its locks do (see MultiLock),
+// and so survives the loss of data on all nodes but one, and none can be
+// elected while a node is down.
+func (m *MultiLock) Election(name string) *Election {
+	if m == nil {
+		return &Election{name: name}
+	}
+	return m.c.Election(name)
+}
+
+// Name returns the election's name.
+func (e *Election) Name() string {
+	if e == nil {
+		return ""
+	}
+	return e.name
+}
+
+func (e *Election) check() error {
+	switch {
+	case e == nil:
+		return invalidf("nil *Election")
+	case e.c == nil:
+		return invalidf("zero Election (not returned by Client.Election)")
+	case e.name == "":
+		return invalidf("empty election name")
+	}
+	return nil
+}
+
+// Leader is the leader of an election as a quorum of nodes sees it.
+type Leader struct {
+	Value string // the value given to Campaign, or to the last Proclaim
+	Term  int64  // the leadership's term: its fencing token
+	// Validity is how long a quorum of nodes keeps the leadership if it
+	// is not extended: the quorum-th largest remaining TTL among the
+	// nodes, less the time the read took.
+	Validity time.Duration
+}
+
+// Leadership is a won election: a held leadership, auto-extended until
+// Resign or until it is lost. Its methods are safe for concurrent use;
+// on a nil or zero *Leadership they return an error matching ErrInvalid
+// (or zero values), never panic.
+type Leadership struct {
+	e      *Election
+	l      *Lock
+	cancel context.CancelFunc // stops the auto-extension
+
+	pmu sync.Mutex // serialises Proclaims, so the last one's value stands
+	mu  sync.Mutex
+	val string
+	// resigned: Resign ran; rerr is what it returned.
+	resigned bool
+	rerr     error
+}
+
+// Campaign waits until it is elected leader with value, then returns the
+// leadership, auto-extended by ttl on the Client's scheduler (see
+// AutoExtend) until Resign or until it is lost. Candidates wait as Lock
+// waits: a leader's Resign wakes them at once (pub/sub hand-off), and a
+// lost leadership is found by the retries (WithRetryDelay).
+//
+// ctx bounds only the wait, as in etcd: once elected, the leadership
+// outlives ctx, until Resign or loss. value is stored with the
+// leadership on the nodes (as WithMetadata, at most MaxMetadata bytes)
+// and is what Leader and Observe report. opts are Lock's options (an
+// election is always fenced, WithFencing; WithMetadata and WithToken are
+// refused).
+//
+// Errors: ErrInvalid for a nil or zero *Election, a nil ctx, a value
+// over MaxMetadata bytes, a bad ttl or option; ErrClosed after the
+// Client's Close; when ctx ends the wait, an error matching
+// ErrNotObtained and ctx.Err() (and, when an attempt completed, its
+// reason, such as ErrContended, with the current leader's value in its
+// message); the errors of Lock otherwise.
+func (e *Election) Campaign(ctx context.Context, value string, ttl time.Duration, opts ...Option) (*Leadership, error) {
+	if err := e.check(); err != nil {
+		return nil, err
+	}
+	if len(value) > MaxMetadata {
+		return nil, invalidf("election value of %d bytes is longer than %d", len(value), MaxMetadata)
+	}
+	cfg, err := e.c.callConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.meta != e.c.cfg.meta {
+		return nil, invalidf("WithMetadata does not apply to Campaign: the value is the leader's metadata")
+	}
+	opts = append(opts[:len(opts):len(opts)], WithFencing(), withMeta(electionMeta(0, value)))
+	for {
+		l, err := e.c.Lock(ctx, ElectionKey(e.name), ttl, opts...)
+		if err != nil {
+			return nil, err
+		}
+		actx, cancel := context.WithCancel(context.Background())
+		ld := &Leadership{e: e, l: l, cancel: cancel}
+		err = l.AutoExtend(actx)
+		if err == nil {
+			// The term, which only the winner knows, goes on the nodes.
+			err = ld.proclaim(context.WithoutCancel(ctx), value)
+		}
+		if err == nil {
+			return ld, nil
+		}
+		// Lost between the win and now, or the term could not be
+		// published: give the leadership back and campaign again.
+		cancel()
+		_ = l.Unlock(context.Background())
+		if ctx.Err() != nil {
+			return nil, errors.Join(ErrNotObtained, ctx.Err(), err)
+		}
+	}
+}
+
+// electionMeta is the metadata of a leadership: its term and value.
+func electionMeta(term int64, value string) string {
+	return "term " + strconv.FormatInt(term, 10) + ": " + value
+}
+
+// parseElectionMeta reads electionMeta's format.
+func parseElectionMeta(m string) (term int64, value string, ok bool) {
+	rest, ok := strings.CutPrefix(m, "term ")
+	if !ok {
+		return 0, "", false
+	}
+	n, value, ok := strings.Cut(rest, ": ")
+	if !ok {
+		return 0, "", false
+	}
+	term, err := strconv.ParseInt(n, 10, 64)
+	if err != nil || term < 0 {
+		return 0, "", false
+	}
+	return term, value, true
+}
+
+func (ld *Leadership) check() error {
+	switch {
+	case ld == nil:
+		return invalidf("nil *Leadership")
+	case ld.l == nil:
+		return invalidf("zero Leadership (not returned by Campaign)")
+	}
+	return nil
+}
+
+// Term returns the leadership's term: its fencing token (see Lock.Fence),
+// greater than every earlier leader's. 0 for a nil or zero *Leadership.
+func (ld *Leadership) Term() int64 {
+	if ld.check() != nil {
+		return 0
+	}
+	return ld.l.Fence()
+}
+
+// Value returns the value the leadership advertises: Campaign's, or the
+// last successful Proclaim's.
+func (ld *Leadership) Value() string {
+	if ld.check() != nil {
+		return ""
+	}
+	ld.mu.Lock()
+	defer ld.mu.Unlock()
+	return ld.val
+}
+
+// Done returns a channel that is closed when the leadership can no
+// longer be proven held, before its validity runs out, or after Resign;
+// Err says which (see Lock.Done). For a nil or zero *Leadership it
+// returns a closed channel.
+func (ld *Leadership) Done() <-chan struct{} {
+	if ld.check() != nil {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	return ld.l.Done()
+}
+
+// Err returns nil while Done is open; then ErrReleased after Resign, or
+// an error matching ErrLockLost once the leadership was lost (see
+// Lock.Err).
+func (ld *Leadership) Err() error {
+	if err := ld.check(); err != nil {
+		return err
+	}
+	return ld.l.Err()
+}
+
+// Validity returns the time left in which the leadership is safe to act
+// on (see Lock.Validity); <= 0 once lost or resigned.
+func (ld *Leadership) Validity() time.Duration {
+	if ld.check() != nil {
+		return 0
+	}
+	return ld.l.Validity()
+}
+
+// Lock returns the lock that holds the leadership, for its key, its
+// fencing token and its observer events. Do not Unlock it: Resign.
+func (ld *Leadership) Lock() *Lock {
+	if ld.check() != nil {
+		return nil
+	}
+	return ld.l
+}
+
+// Proclaim changes the value the leadership advertises to value, without
+// an election: on each node that holds the leadership, the stored value
+// is rewritten and its TTL kept, and observers are woken. It succeeds
+// when a quorum of nodes did. Proclaims of one leadership run one at a
+// time, so the last to return is what the nodes keep. Each node is given
+// the per-node timeout (WithNodeTimeout; default 200ms).
+//
+// Errors: ErrInvalid for a nil or zero *Leadership, a nil ctx or a value
+// over MaxMetadata bytes; ctx's error when ctx ends first; after Resign,
+// or once the leadership is lost, an error matching ErrNotHeld; a
+// *QuorumError (Op OpProclaim) matching ErrNotHeld, and ErrUnreachable
+// when failed nodes prevented the quorum. A failed Proclaim may have
+// changed the value on some nodes: Leader then reports the value the
+// most of its nodes hold; Proclaim again.
+func (ld *Leadership) Proclaim(ctx context.Context, value string) error {
+	if err := ld.check(); err != nil {
+		return err
+	}
+	if ctx == nil {
+		return invalidf("nil context")
+	}
+	if len(value) > MaxMetadata {
+		return invalidf("election value of %d bytes is longer than %d", len(value), MaxMetadata)
+	}
+	ld.mu.Lock()
+	resigned := ld.resigned
+	ld.mu.Unlock()
+	if resigned {
+		qe := ld.e.c.unsentError(opExtend, ld.l.Keys(), ErrNotHeld)
+		qe.Op = OpProclaim
+		return qe
+	}
+	return ld.proclaim(ctx, value)
+}
+
+// proclaim writes the leadership's term and value on the nodes.
+func (ld *Leadership) proclaim(ctx context.Context, value string) error {
+	ld.pmu.Lock()
+	defer ld.pmu.Unlock()
+	if ld.l.Validity() <= 0 {
+		qe := ld.e.c.unsentError(opExtend, ld.l.Keys(), ErrNotHeld)
+		qe.Op = OpProclaim
+		return qe
+	}
+	c, l := ld.e.c, ld.l
+	wk := c.cfg.prefix + l.keys[0]
+	ch := c.cfg.prefix + ReleaseChannel(l.keys[0])
+	tok, _ := wire.SplitValue(l.token)
+	nv := wire.Value(tok, electionMeta(l.Fence(), value))
+	start := time.Now()
+	res, got, err := eachNode(ctx, c, l.cfg, func(ctx context.Context, i int, nd *node.Node) NodeResult {
+		r, err := evalRead(ctx, nd, func(cmd string) []any { return wire.ProclaimArgs(cmd, wk, l.token, nv, ch, electedMsg) })
+		nr := NodeResult{Node: i, Addr: nd.Addr, Latency: time.Since(start)}
+		v, ok := r.(int64)
+		switch {
+		case err != nil:
+			nr.Status, nr.Err = NodeFailed, err
+		case !ok:
+			nr.Status, nr.Err = NodeFailed, wire.ErrUnexpectedReply(r)
+		case v == 1:
+			nr.Status = NodeOK
+		case v == -1:
+			nr.Status = NodeTaken
+		default:
+			nr.Status = NodeAbsent
+		}
+		return nr
+	})
+	if err != nil {
+		return err
+	}
+	qe := &QuorumError{Op: OpProclaim, Keys: l.Keys(), Quorum: c.need, Nodes: res}
+	failed := 0
+	for i, nd := range c.nodes {
+		if !got[i] {
+			res[i] = NodeResult{Node: i, Addr: nd.Addr, Status: NodeFailed, Err: ErrNodeTimeout}
+		}
+		switch res[i].Status {
+		case NodeOK:
+			qe.OK++
+		case NodeFailed:
+			failed++
+		}
+	}
+	if qe.OK >= c.need {
+		ld.mu.Lock()
+		ld.val = value
+		ld.mu.Unlock()
+		return nil
+	}
+	qe.reasons = []error{ErrNotHeld}
+	if failed > len(c.nodes)-c.need {
+		qe.reasons = append(qe.reasons, ErrUnreachable)
+	}
+	return qe
+}
+
+// Resign ends the leadership at once: it releases the election's key on
+// every node (as Unlock, which it is) and so wakes the waiting
+// candidates (pub/sub hand-off). It is idempotent: after a Resign that
+// succeeded, Resign returns nil. Once the leadership was lost (Done
+// closed before Resign), it still releases what the nodes may keep and
+// returns an error matching ErrNotHeld. Like Unlock it is not cut short
+// by ctx (see Unlock).
+//
+// Errors: ErrInvalid for a nil or zero *Leadership or a nil ctx; an
+// error matching ErrNotHeld when the leadership was lost, or when fewer
+// than a quorum of nodes still held it (see Unlock).
+func (ld *Leadership) Resign(ctx context.Context) error {
+	if err := ld.check(); err != nil {
+		return err
+	}
+	if ctx == nil {
+		return invalidf("nil context")
+	}
+	ld.mu.Lock()
+	defer ld.mu.Unlock()
+	if ld.resigned {
+		return ld.rerr
+	}
+	ld.resigned = true
+	ld.cancel()
+	lost := ld.l.Err() // nil while held; set once lost
+	err := ld.l.Unlock(ctx)
+	if lost != nil {
+		err = fmt.Errorf("%w: leadership of %q lost before Resign: %w", ErrNotHeld, ld.e.name, lost)
+	}
+	ld.rerr = err
+	return err
+}
+
+// Leader returns the election's leader as a quorum of nodes sees it: its
+// value, term and remaining validity, read from every node once (each
+// given the per-node timeout, WithNodeTimeout, default 200ms).
+//
+// Errors: ErrInvalid for a nil or zero *Election or a nil ctx; ctx's
+// error; an error matching ErrNoLeader when enough nodes answered to
+// tell that nobody leads; an error matching ErrUnreachable when too few
+// answered to tell (it says how many).
+func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	if err := e.check(); err != nil {
+		return Leader{}, err
+	}
+	h, err := e.c.Inspect(ctx, ElectionKey(e.name))
+	if err != nil {
+		return Leader{}, err
+	}
+	switch h.State {
+	case HoldHeld:
+		term, value, ok := parseElectionMeta(h.Metadata)
+		switch {
+		case !ok:
+			// Not a leadership's metadata: a lock taken on the key by
+			// other means.
+			return Leader{Value: h.Metadata, Term: h.Fence, Validity: h.TTL}, nil
+		case term > 0:
+			return Leader{Value: value, Term: term, Validity: h.TTL}, nil
+		}
+		return Leader{}, causef([]error{ErrNoLeader}, "election %q: no leader yet: one is being elected", e.name)
+	case HoldFree:
+		return Leader{}, causef([]error{ErrNoLeader}, "election %q: no leader (%d of %d nodes answered)", e.name, answered(h), len(h.Nodes))
+	}
+	return Leader{}, causef([]error{ErrUnreachable}, "election %q: leader unknown: %d of %d nodes answered, too few to tell (%d needed)", e.name, answered(h), len(h.Nodes), e.c.need)
+}
+
+// answered counts the nodes that answered an inspection.
+func answered(h *Holding) int {
+	n := 0
+	for _, x := range h.Nodes {
+		if x.Err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// Observe returns a channel that delivers the election's leader at each
+// change of leader or of its value: in term order (a leader of a lower
+// term than one delivered is never delivered), without duplicates, and
+// never a "no leader". A Proclaim is delivered as the same term with the
+// new value. The channel closes when ctx ends, or when the Client is
+// closed.
+//
+// Observe reads the leader as Leader does; a new leader and Proclaim
+// announce themselves over pub/sub, and so does Resign, which wakes it
+// at once; it also reads every second, so that a lost message only
+// delays a change. It reports the leader it reads, not every leader
+// there was: a leader elected and gone between two reads (a leadership
+// shorter than the time a read takes) may be skipped; the last leader is
+// always delivered. A slow receiver delays the reads, not the election.
+// For a nil or zero *Election or a nil ctx it returns a closed channel.
+func (e *Election) Observe(ctx context.Context) <-chan Leader {
+	out := make(chan Leader)
+	if e.check() != nil || ctx == nil {
+		close(out)
+		return out
+	}
+	go e.observe(ctx, out)
+	return out
+}
+
+func (e *Election) observe(ctx context.Context, out chan<- Leader) {
+	defer close(out)
+	w := e.c.hub.join(e.c, []string{ElectionKey(e.name)}, false, true)
+	defer e.c.hub.leave(w)
+	var last Leader
+	seen := false
+	t := time.NewTimer(0)
+	defer t.Stop()
+	backoff := time.Duration(0) // after a wake that found no change
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+			backoff = 5 * time.Millisecond
+		case <-t.C:
+		}
+		ld, err := e.Leader(ctx)
+		switch {
+		case ctx.Err() != nil || e.c.isClosed():
+			return
+		case err == nil && (!seen || ld.Term > last.Term || (ld.Term == last.Term && ld.Value != last.Value)):
+			select {
+			case out <- ld:
+			case <-ctx.Done():
+				return
+			}
+			last, seen, backoff = ld, true, 0
+		case backoff > 0:
+			// Woken, but the change is not visible yet (the candidate
+			// the release woke has not won): look again soon.
+			backoff = min(2*backoff, observePoll)
+		}
+		next := observePoll
+		if backoff > 0 && backoff < observePoll {
+			next = backoff
+		}
+		t.Reset(next)
+	}
+}
+
+// Run campaigns with value and, once elected, runs fn with a ctx that is
+// cancelled when the leadership is lost. When fn returns:
+//   - after the leadership was lost, Run campaigns again and runs fn
+//     again once re-elected;
+//   - while still leader, Run resigns and returns fn's result, nil or an
+//     error.
+//
+// When Run's ctx ends, it resigns (if leader) and returns ctx's error.
+// When fn panics, Run resigns and the panic goes on unchanged. ttl and
+// opts are Campaign's.
+//
+// Errors: Campaign's (ErrInvalid for bad arguments, a nil fn), ctx's
+// error, or fn's.
+func (e *Election) Run(ctx context.Context, value string, ttl time.Duration, fn func(ctx context.Context) error, opts ...Option) error {
+	if err := e.check(); err != nil {
+		return err
+	}
+	if fn == nil {
+		return invalidf("nil fn")
+	}
+	if ctx == nil {
+		return invalidf("nil context")
+	}
+	for {
+		ld, err := e.Campaign(ctx, value, ttl, opts...)
+		if err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return cerr
+			}
+			return err
+		}
+		err, lost := ld.run(ctx, fn)
+		switch {
+		case ctx.Err() != nil:
+			_ = ld.Resign(context.WithoutCancel(ctx))
+			return ctx.Err()
+		case lost:
+			_ = ld.Resign(context.WithoutCancel(ctx)) // releases what nodes may keep
+			continue
+		}
+		_ = ld.Resign(context.WithoutCancel(ctx))
+		return err
+	}
+}
+
+// run runs fn under a ctx cancelled when the leadership is lost, and
+// reports whether it was lost when fn returned. A panicking fn resigns
+// on its way out.
+func (ld *Leadership) run(ctx context.Context, fn func(ctx context.Context) error) (err error, lost bool) {
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := make(chan struct{})
+	go func() {
+		select {
+		case <-ld.Done():
+			cancel()
+		case <-stop:
+		}
+	}()
+	defer close(stop)
+	finished := false
+	defer func() {
+		if !finished {
+			// Not recovered: the panic (or Goexit) goes on as it was.
+			_ = ld.Resign(context.WithoutCancel(ctx))
+		}
+	}()
+	err = fn(fctx)
+	finished = true
+	select {
+	case <-ld.Done():
+		return err, true
+	default:
+		return err, false
+	}
+}

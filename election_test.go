@@ -1,0 +1,733 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed543a70bd/redlock"
+	"github.com/seed543a70bd/redlock/internal/redisnode"
+	"github.com/seed543a70bd/redlock/internal/redistest"
+)
+
+// TestElectionCampaignProclaimResignHandsOff pins the life of a
+// leadership: Leader reports its value and term, Proclaim changes the
+// value under the same term, Resign hands leadership to a waiting
+// candidate at once (hand-off, not its minute-long retry delay), with a
+// higher term, and a second Resign returns nil.
+func TestElectionCampaignProclaimResignHandsOff(t *testing.T) {
+	_, clients := cluster(t, 3)
+	a, b := newClient(t, clients), newClient(t, clients)
+	ctx := context.Background()
+	name := key(t)
+	lead, err := a.Election(name).Campaign(ctx, "host-a", 10*time.Second)
+	require.NoError(t, err)
+	require.Positive(t, lead.Term())
+	require.Positive(t, lead.Validity())
+	require.NoError(t, lead.Err())
+
+	info, err := b.Election(name).Leader(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "host-a", info.Value)
+	require.Equal(t, lead.Term(), info.Term)
+	require.True(t, info.Validity > 0 && info.Validity <= 10*time.Second, "want 0 < validity <= TTL, got %v", info.Validity)
+
+	require.NoError(t, lead.Proclaim(ctx, "host-a:v2"))
+	require.Equal(t, "host-a:v2", lead.Value())
+	info, err = b.Election(name).Leader(ctx)
+	require.NoError(t, err)
+	require.Equal(t, redlock.Leader{Value: "host-a:v2", Term: lead.Term(), Validity: info.Validity}, info)
+
+	type won struct {
+		l   *redlock.Leadership
+		err error
+		at  time.Time
+	}
+	got := make(chan won, 1)
+	go func() {
+		l, err := b.Election(name).Campaign(ctx, "host-b", 10*time.Second, redlock.WithRetryDelay(time.Minute))
+		got <- won{l, err, time.Now()}
+	}()
+	// The candidate is refused and waits: it says who leads.
+	eventually(t, 5*time.Second, func() bool {
+		h, err := a.Inspect(ctx, redlock.ElectionKey(name))
+		return err == nil && h.State == redlock.HoldHeld
+	}, "want the leader held")
+	time.Sleep(50 * time.Millisecond) // let the candidate's first attempt be refused
+	resigned := time.Now()
+	require.NoError(t, lead.Resign(ctx))
+	require.NoError(t, lead.Resign(ctx), "want a second Resign to return nil")
+	require.ErrorIs(t, lead.Err(), redlock.ErrReleased)
+	select {
+	case w := <-got:
+		require.NoError(t, w.err)
+		require.Greater(t, w.l.Term(), lead.Term(), "want a higher term")
+		require.Less(t, w.at.Sub(resigned), 30*time.Second, "want the hand-off, not the retry delay")
+		info, err = a.Election(name).Leader(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "host-b", info.Value)
+		require.Equal(t, w.l.Term(), info.Term)
+		require.NoError(t, w.l.Resign(ctx))
+	case <-time.After(30 * time.Second):
+		t.Fatal("want the candidate woken by Resign, within the hand-off")
+	}
+	_, err = a.Election(name).Leader(ctx)
+	require.ErrorIs(t, err, redlock.ErrNoLeader)
+	require.ErrorIs(t, lead.Proclaim(ctx, "late"), redlock.ErrNotHeld, "want Proclaim after Resign refused")
+}
+
+// TestElectionLeaderSaysWhichError pins Leader's errors: ErrNoLeader when
+// a quorum answered and nobody leads, ErrUnreachable (not ErrNoLeader)
+// when too few nodes answered.
+func TestElectionLeaderSaysWhichError(t *testing.T) {
+	nodes, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	e := rl.Election(key(t))
+	_, err := e.Leader(ctx)
+	require.ErrorIs(t, err, redlock.ErrNoLeader)
+	require.NotErrorIs(t, err, redlock.ErrUnreachable)
+
+	require.NoError(t, nodes[0].Kill())
+	_, err = e.Leader(ctx)
+	require.ErrorIs(t, err, redlock.ErrNoLeader, "want a quorum of 2 of 3 enough to tell")
+	require.NoError(t, nodes[1].Kill())
+	_, err = e.Leader(ctx)
+	require.ErrorIs(t, err, redlock.ErrUnreachable)
+	require.NotErrorIs(t, err, redlock.ErrNoLeader)
+	require.Contains(t, err.Error(), "1 of 3 nodes answered")
+}
+
+// TestElectionKeysApartFromLocks pins that an election's key is its own:
+// a lock on the name and the election do not collide, and the key
+// prefix applies.
+func TestElectionKeysApartFromLocks(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients, redlock.WithKeyPrefix("app1:"))
+	ctx := context.Background()
+	name := key(t)
+	l, err := rl.TryLock(ctx, name, 10*time.Second)
+	require.NoError(t, err)
+	lead, err := rl.Election(name).Campaign(ctx, "v", 10*time.Second)
+	require.NoError(t, err)
+	for i, c := range clients {
+		require.Contains(t, get(t, c, "app1:"+redlock.ElectionKey(name)), ": v", "node %d", i+1)
+		require.Equal(t, l.Token(), get(t, c, "app1:"+name), "node %d", i+1)
+	}
+	info, err := rl.Election(name).Leader(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "v", info.Value)
+	require.NoError(t, lead.Resign(ctx))
+	require.NoError(t, l.Unlock(ctx))
+}
+
+// TestCampaignCtxBoundsOnlyTheWait pins that Campaign's ctx bounds the
+// wait: a candidate whose ctx ends is refused with the leader's value in
+// the error, and leaves the leader in place; a leadership outlives the
+// ctx it was won with, auto-extended past its TTL.
+func TestCampaignCtxBoundsOnlyTheWait(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	name := key(t)
+	cctx, cancel := context.WithCancel(ctx)
+	const ttl = 300 * time.Millisecond
+	lead, err := rl.Election(name).Campaign(cctx, "host-a", ttl)
+	require.NoError(t, err)
+	cancel()
+
+	wctx, wcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer wcancel()
+	_, err = rl.Election(name).Campaign(wctx, "host-b", ttl)
+	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Contains(t, err.Error(), "host-a")
+
+	stalls := watchStalls(t)
+	time.Sleep(3 * ttl) // past the TTL: only auto-extension keeps it
+	select {
+	case <-lead.Done():
+		// A loaded machine may stall past what a 300ms lease survives;
+		// only a loss without such a stall is a failure.
+		if stalls.Survivable(t, ttl, testNodeTimeout) {
+			t.Fatalf("want the leadership held past its TTL, got %v", lead.Err())
+		}
+		_ = lead.Resign(ctx)
+		return
+	default:
+	}
+	info, err := rl.Election(name).Leader(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "host-a", info.Value)
+	require.NoError(t, lead.Resign(ctx))
+}
+
+// TestElectionZeroValues pins that nil and zero values return errors,
+// never panic.
+func TestElectionZeroValues(t *testing.T) {
+	ctx := context.Background()
+	var e *redlock.Election
+	within(t, 5*time.Second, "zero values", func() {
+		_, err := e.Campaign(ctx, "v", time.Second)
+		require.ErrorIs(t, err, redlock.ErrInvalid)
+		_, err = e.Leader(ctx)
+		require.ErrorIs(t, err, redlock.ErrInvalid)
+		require.ErrorIs(t, e.Run(ctx, "v", time.Second, func(context.Context) error { return nil }), redlock.ErrInvalid)
+		_, open := <-e.Observe(ctx)
+		require.False(t, open)
+		_, err = (&redlock.Election{}).Leader(ctx)
+		require.ErrorIs(t, err, redlock.ErrInvalid)
+		for _, ld := range []*redlock.Leadership{nil, {}} {
+			require.Zero(t, ld.Term())
+			require.Zero(t, ld.Validity())
+			require.Empty(t, ld.Value())
+			require.ErrorIs(t, ld.Err(), redlock.ErrInvalid)
+			require.ErrorIs(t, ld.Resign(ctx), redlock.ErrInvalid)
+			require.ErrorIs(t, ld.Proclaim(ctx, "v"), redlock.ErrInvalid)
+			<-ld.Done()
+		}
+	})
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	_, err := rl.Election("").Leader(ctx)
+	require.ErrorIs(t, err, redlock.ErrInvalid)
+	_, err = rl.Election(key(t)).Campaign(ctx, string(make([]byte, redlock.MaxMetadata+1)), time.Second)
+	require.ErrorIs(t, err, redlock.ErrInvalid)
+	_, err = rl.Election(key(t)).Campaign(ctx, "v", time.Second, redlock.WithMetadata("x"))
+	require.ErrorIs(t, err, redlock.ErrInvalid)
+	require.ErrorIs(t, rl.Election(key(t)).Run(ctx, "v", time.Second, nil), redlock.ErrInvalid)
+}
+
+// TestElectionConcurrentResignAndProclaim pins concurrency on one
+// handle: Resigns and Proclaims at once never panic, every Resign
+// returns nil, each Proclaim succeeds or says ErrNotHeld, and nothing of
+// the leadership is left on the nodes.
+func TestElectionConcurrentResignAndProclaim(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	for range 5 {
+		name := key(t)
+		lead, err := rl.Election(name).Campaign(ctx, "v0", 10*time.Second)
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		errs := make(chan error, 20)
+		for i := range 10 {
+			wg.Add(2)
+			go func() { defer wg.Done(); errs <- lead.Resign(ctx) }()
+			go func() {
+				defer wg.Done()
+				if err := lead.Proclaim(ctx, fmt.Sprint("v", i+1)); err != nil && !errors.Is(err, redlock.ErrNotHeld) {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		// Resign returns at a quorum; the last node's release may still
+		// be on its way.
+		for i, c := range clients {
+			eventually(t, 5*time.Second, func() bool { return get(t, c, redlock.ElectionKey(name)) == "" },
+				"node %d: want nothing left after Resign", i+1)
+		}
+	}
+}
+
+// TestElectionRun pins Run: fn's result returned after a Resign; ctx's
+// error when ctx ends; a panic goes on unchanged after a Resign; a lost
+// leadership cancels fn's ctx, and Run campaigns again.
+func TestElectionRun(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	noLeader := func(name string) {
+		t.Helper()
+		_, err := rl.Election(name).Leader(ctx)
+		require.ErrorIs(t, err, redlock.ErrNoLeader, "want Run to have resigned")
+	}
+
+	t.Run("result", func(t *testing.T) {
+		name := key(t)
+		boom := errors.New("boom")
+		require.ErrorIs(t, rl.Election(name).Run(ctx, "v", time.Second, func(ctx context.Context) error { return boom }), boom)
+		noLeader(name)
+		require.NoError(t, rl.Election(name).Run(ctx, "v", time.Second, func(ctx context.Context) error { return nil }))
+		noLeader(name)
+	})
+	t.Run("ctx ends", func(t *testing.T) {
+		name := key(t)
+		rctx, cancel := context.WithCancel(ctx)
+		err := rl.Election(name).Run(rctx, "v", time.Second, func(fctx context.Context) error {
+			cancel()
+			<-fctx.Done()
+			return nil
+		})
+		require.ErrorIs(t, err, context.Canceled)
+		noLeader(name)
+	})
+	t.Run("panic", func(t *testing.T) {
+		name := key(t)
+		type sentinel struct{ n int }
+		var got any
+		func() {
+			defer func() { got = recover() }()
+			_ = rl.Election(name).Run(ctx, "v", time.Second, func(context.Context) error { panic(&sentinel{42}) })
+		}()
+		s, ok := got.(*sentinel)
+		require.True(t, ok, "want the panic's own value, got %v", got)
+		require.Equal(t, 42, s.n)
+		noLeader(name)
+	})
+	t.Run("lost", func(t *testing.T) {
+		name := key(t)
+		var calls atomic.Int32
+		err := rl.Election(name).Run(ctx, "v", 400*time.Millisecond, func(fctx context.Context) error {
+			if calls.Add(1) > 1 {
+				return nil
+			}
+			// Another party deletes the leadership's key everywhere:
+			// the next extension finds it missing.
+			for _, c := range clients {
+				require.NoError(t, c.Del(ctx, redlock.ElectionKey(name)).Err())
+			}
+			select {
+			case <-fctx.Done():
+			case <-time.After(10 * time.Second):
+				return errors.New("want fn's ctx cancelled when leadership is lost")
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		require.Equal(t, int32(2), calls.Load(), "want Run to campaign again after the loss")
+		noLeader(name)
+	})
+}
+
+// leadTerm is one leadership of a run: its term, when it was had, and
+// when its holder stopped counting on it (Resign, or its deadline).
+type leadTerm struct {
+	who        int
+	term       int64
+	start, end time.Time
+}
+
+// TestElectionOneLeaderAtATime is randomized (replay with -seed):
+// clients campaign, hold, proclaim, resign, or stop extending (their
+// leadership expires), while one node is restarted under the restart
+// guard. At no instant are two leaderships both valid, and terms rise
+// in the order leaders were elected.
+func TestElectionOneLeaderAtATime(t *testing.T) {
+	seed := testSeed(t)
+	nodes, clients := cluster(t, 3)
+	const (
+		ttl   = 300 * time.Millisecond
+		guard = time.Second
+		run   = 4 * time.Second
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	name := key(t)
+	var mu sync.Mutex
+	var terms []leadTerm
+	var wg sync.WaitGroup
+	for who := range 4 {
+		rl := newClient(t, clients, redlock.WithRestartGuard(guard), redlock.WithRetryDelay(20*time.Millisecond))
+		rng := rand.New(rand.NewPCG(seed, uint64(who)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				var opts []redlock.Option
+				expire := rng.IntN(4) == 0
+				if expire {
+					opts = append(opts, redlock.WithMaxExtensions(1+rng.IntN(2)))
+				}
+				lead, err := rl.Election(name).Campaign(ctx, fmt.Sprint("c", who), ttl, opts...)
+				if err != nil {
+					continue
+				}
+				lt := leadTerm{who: who, term: lead.Term(), start: time.Now()}
+				hold := time.Duration(rng.IntN(int(ttl)))
+				if rng.IntN(3) == 0 {
+					_ = lead.Proclaim(context.Background(), fmt.Sprint("c", who, "'"))
+				}
+				// The holder counts on its leadership until it stops
+				// (here, to resign) or its deadline, whichever is first.
+				if expire {
+					<-lead.Done()
+				} else {
+					select {
+					case <-time.After(hold):
+					case <-lead.Done():
+					}
+				}
+				lt.end = time.Now()
+				if dl := lead.Lock().Deadline(); dl.Before(lt.end) {
+					lt.end = dl
+				}
+				_ = lead.Resign(context.Background())
+				mu.Lock()
+				terms = append(terms, lt)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-time.After(run / 3):
+			_ = nodes[0].Restart() // its counters and keys lost; the guard covers it
+		case <-ctx.Done():
+		}
+	}()
+	wg.Wait()
+	require.GreaterOrEqual(t, len(terms), 3, "want a few leaderships in %v", run)
+	sort.Slice(terms, func(i, j int) bool { return terms[i].start.Before(terms[j].start) })
+	for i := 1; i < len(terms); i++ {
+		p, n := terms[i-1], terms[i]
+		require.False(t, n.start.Before(p.end), "two valid leaderships at once: c%d term %d until %v, c%d term %d from %v (seed %d)",
+			p.who, p.term, p.end.Format("15:04:05.000"), n.who, n.term, n.start.Format("15:04:05.000"), seed)
+		require.Greater(t, n.term, p.term, "want terms rising in election order (seed %d)", seed)
+	}
+	t.Logf("%d leaderships, terms %d..%d", len(terms), terms[0].term, terms[len(terms)-1].term)
+}
+
+// observed is one delivery of Observe.
+type observed struct {
+	term  int64
+	value string
+}
+
+// TestElectionObserveFollowsTerms is randomized (replay with -seed):
+// candidates campaign, proclaim and resign while observers watch. Every
+// observer sees only real (term, value) pairs, in term order, with no
+// duplicate, and, once the run quiesces, the last leader.
+func TestElectionObserveFollowsTerms(t *testing.T) {
+	seed := testSeed(t)
+	_, clients := cluster(t, 3)
+	ctx := context.Background()
+	name := key(t)
+	octx, ocancel := context.WithCancel(ctx)
+	defer ocancel()
+	watcher := newClient(t, clients)
+	var owg sync.WaitGroup
+	var mu sync.Mutex
+	seen := make([][]observed, 3)
+	for i := range seen {
+		ch := watcher.Election(name).Observe(octx)
+		owg.Add(1)
+		go func() {
+			defer owg.Done()
+			for ld := range ch {
+				mu.Lock()
+				seen[i] = append(seen[i], observed{ld.Term, ld.Value})
+				mu.Unlock()
+			}
+		}()
+	}
+	real := map[observed]bool{}
+	var wg sync.WaitGroup
+	var last atomic.Pointer[observed]
+	var order sync.Mutex // one candidate acts at a time, so that the last leader is known
+	for who := range 3 {
+		rl := newClient(t, clients, redlock.WithRetryDelay(20*time.Millisecond))
+		rng := rand.New(rand.NewPCG(seed, uint64(who)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 6 {
+				lead, err := rl.Election(name).Campaign(ctx, fmt.Sprint("c", who), 2*time.Second)
+				if !assertNoErr(t, err) {
+					return
+				}
+				order.Lock()
+				v := observed{lead.Term(), fmt.Sprint("c", who)}
+				mu.Lock()
+				real[v] = true
+				mu.Unlock()
+				last.Store(&v)
+				for p := range rng.IntN(3) {
+					v := observed{lead.Term(), fmt.Sprint("c", who, "-", p)}
+					mu.Lock()
+					real[v] = true
+					mu.Unlock()
+					if assertNoErr(t, lead.Proclaim(ctx, v.value)) {
+						last.Store(&v)
+					}
+					time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
+				}
+				time.Sleep(time.Duration(rng.IntN(50)) * time.Millisecond)
+				order.Unlock()
+				_ = lead.Resign(ctx)
+			}
+		}()
+	}
+	wg.Wait()
+	// The last leader stays: every observer must reach it.
+	final, err := newClient(t, clients).Election(name).Campaign(ctx, "final", 10*time.Second)
+	require.NoError(t, err)
+	want := observed{final.Term(), "final"}
+	mu.Lock()
+	real[want] = true
+	mu.Unlock()
+	eventually(t, 10*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for i := range seen {
+			if !slices.Contains(seen[i], want) {
+				return false
+			}
+		}
+		return true
+	}, "want every observer to reach the last leader %v (seed %d)", want, seed)
+	ocancel()
+	owg.Wait()
+	for i, s := range seen {
+		for j, o := range s {
+			require.True(t, real[o], "observer %d: %v was never a leader (seed %d)", i, o, seed)
+			if j > 0 {
+				p := s[j-1]
+				require.True(t, o.term > p.term || (o.term == p.term && o.value != p.value),
+					"observer %d: %v after %v: want term order without duplicates (seed %d)", i, o, p, seed)
+			}
+		}
+		require.Equal(t, want, s[len(s)-1], "observer %d: want the last leader last", i)
+		t.Logf("observer %d saw %d changes", i, len(s))
+	}
+	require.NoError(t, final.Resign(ctx))
+}
+
+// assertNoErr reports err as a test error from a goroutine, and whether
+// it was nil.
+func assertNoErr(t *testing.T, err error) bool {
+	t.Helper()
+	if err != nil {
+		t.Error(err)
+		return false
+	}
+	return true
+}
+
+// TestElectionTermRisesAcrossRestart pins that a term keeps rising when
+// a node restarts without its data, under the restart guard.
+func TestElectionTermRisesAcrossRestart(t *testing.T) {
+	nodes, clients := cluster(t, 3)
+	const guard = 500 * time.Millisecond
+	rl := newClient(t, clients, redlock.WithRestartGuard(guard))
+	ctx := context.Background()
+	name := key(t)
+	var last int64
+	for i := range 3 {
+		lead, err := rl.Election(name).Campaign(ctx, "v", 200*time.Millisecond)
+		require.NoError(t, err)
+		require.Greater(t, lead.Term(), last, "round %d", i)
+		last = lead.Term()
+		require.NoError(t, lead.Resign(ctx))
+		require.NoError(t, nodes[0].Restart())
+	}
+}
+
+// TestMultiLockElection pins that a MultiLock's election needs every
+// node.
+func TestMultiLockElection(t *testing.T) {
+	nodes, clients := cluster(t, 3)
+	ml, err := redlock.NewMultiLock(clients, redlock.WithNodeTimeout(testNodeTimeout))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ml.Close() })
+	ctx := context.Background()
+	name := key(t)
+	lead, err := ml.Election(name).Campaign(ctx, "v", 10*time.Second)
+	require.NoError(t, err)
+	info, err := ml.Election(name).Leader(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "v", info.Value)
+	require.NoError(t, lead.Resign(ctx))
+	require.NoError(t, nodes[2].Kill())
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	_, err = ml.Election(name).Campaign(cctx, "v", 10*time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotObtained, "want no election with a node down")
+}
+
+// BenchmarkElectionFailover measures the failover after a leader's
+// process dies without resigning (its connections closed under it): the
+// time until a waiting candidate is elected, against the TTL (reported
+// as p50-ms, p99-ms and ttl-ms). The leadership is left to expire, so
+// the failover is about the TTL.
+func BenchmarkElectionFailover(b *testing.B) {
+	clients := benchClients(b, 3)
+	const ttl = 500 * time.Millisecond
+	ctx := context.Background()
+	name := b.Name()
+	next, err := redlock.New(clients, redlock.WithRetryDelay(20*time.Millisecond))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = next.Close() })
+	var lat []time.Duration
+	for b.Loop() {
+		own := make([]redis.UniversalClient, len(clients))
+		for i, c := range clients {
+			own[i] = redis.NewClient(&redis.Options{Addr: c.(*redis.Client).Options().Addr})
+		}
+		dead, err := redlock.New(own)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := dead.Election(name).Campaign(ctx, "old", ttl); err != nil {
+			b.Fatal(err)
+		}
+		got := make(chan time.Time, 1)
+		go func() {
+			l, err := next.Election(name).Campaign(ctx, "new", ttl)
+			got <- time.Now()
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			_ = l.Resign(ctx)
+		}()
+		time.Sleep(20 * time.Millisecond) // the candidate waits
+		start := time.Now()
+		for _, c := range own {
+			_ = c.Close() // the process dies: no Resign, no extension
+		}
+		lat = append(lat, (<-got).Sub(start))
+		_ = dead.Close()
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[(len(lat)*99)/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(ttl.Milliseconds()), "ttl-ms")
+}
+
+// BenchmarkObserveLag measures Observe's delivery lag: from a Proclaim's
+// return to the observer's receipt (p50-µs, p99-µs).
+func BenchmarkObserveLag(b *testing.B) {
+	clients := benchClients(b, 3)
+	rl, err := redlock.New(clients)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = rl.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e := rl.Election(b.Name())
+	ch := e.Observe(ctx)
+	lead, err := e.Campaign(ctx, "v", time.Minute)
+	if err != nil {
+		b.Fatal(err)
+	}
+	<-ch
+	var lat []time.Duration
+	n := 0
+	for b.Loop() {
+		n++
+		v := fmt.Sprint("v", n)
+		if err := lead.Proclaim(ctx, v); err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		for ld := range ch {
+			if ld.Value == v {
+				break
+			}
+		}
+		lat = append(lat, time.Since(start))
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[(len(lat)*99)/100].Microseconds()), "p99-µs")
+	_ = lead.Resign(context.Background())
+}
+
+// TestCampaignCancelledAtAnyInstantLeavesNothing is randomized (replay
+// with -seed): Campaigns whose ctx ends at random instants around their
+// rounds either win a leadership that stands, or leave nothing behind on
+// the nodes but the fence counters.
+func TestCampaignCancelledAtAnyInstantLeavesNothing(t *testing.T) {
+	seed := testSeed(t)
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	root := key(t)
+	won, cut := cancelAround(t, rng, 60, "Campaign", func(ctx context.Context, i int) (*redlock.Lock, error) {
+		lead, err := rl.Election(fmt.Sprint(root, "-", i)).Campaign(ctx, "v", 10*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		return lead.Lock(), nil
+	})
+	t.Logf("%d won, %d cut", won, cut)
+	eventually(t, 5*time.Second, func() bool { return len(nodeKeys(t, clients, root)) == 0 },
+		"want nothing left (seed %d), got %v", seed, nodeKeys(t, clients, root))
+}
+
+// TestElectionObserveWithoutPubSub pins Observe's polling fallback: an
+// observer whose ACL user may not subscribe still sees every leader and
+// value it polls, within its polling interval.
+func TestElectionObserveWithoutPubSub(t *testing.T) {
+	nodes := redistest.NodesWith(t, 3, redisnode.Options{Args: []string{"--requirepass", "admin-pw"}})
+	admins := redistest.Clients(t, nodes)
+	aclSetUser(t, admins, "nosub", "on", ">secret", "~*", "&*", "+@all", "-psubscribe", "-subscribe")
+	watcher := newClient(t, userClients(t, nodes, "nosub", "secret"))
+	leader := newClient(t, admins)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	name := key(t)
+	ch := watcher.Election(name).Observe(ctx)
+	lead, err := leader.Election(name).Campaign(ctx, "v1", 10*time.Second)
+	require.NoError(t, err)
+	next := func(want string) {
+		t.Helper()
+		select {
+		case ld := <-ch:
+			require.Equal(t, want, ld.Value)
+			require.Equal(t, lead.Term(), ld.Term)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("want %q delivered by polling, got nothing", want)
+		}
+	}
+	next("v1")
+	require.NoError(t, lead.Proclaim(ctx, "v2"))
+	next("v2")
+	require.NoError(t, lead.Resign(ctx))
+}
+
+// TestResignAfterLossSaysNotHeld pins Resign on a lost leadership: an
+// error matching ErrNotHeld, every time; Done and Err said so first.
+func TestResignAfterLossSaysNotHeld(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	name := key(t)
+	lead, err := rl.Election(name).Campaign(ctx, "v", 400*time.Millisecond)
+	require.NoError(t, err)
+	for _, c := range clients {
+		require.NoError(t, c.Del(ctx, redlock.ElectionKey(name)).Err())
+	}
+	select {
+	case <-lead.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("want Done closed once the leadership's key is gone")
+	}
+	require.ErrorIs(t, lead.Err(), redlock.ErrLockLost)
+	require.LessOrEqual(t, lead.Validity(), time.Duration(0))
+	require.ErrorIs(t, lead.Resign(ctx), redlock.ErrNotHeld)
+	require.ErrorIs(t, lead.Resign(ctx), redlock.ErrNotHeld, "want the same answer again")
+	require.ErrorIs(t, lead.Proclaim(ctx, "w"), redlock.ErrNotHeld)
+}

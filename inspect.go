@@ -1,0 +1,277 @@
+package redlock
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/seed543a70bd/redlock/internal/node"
+	"github.com/seed543a70bd/redlock/internal/wire"
+)
+
+// HoldState is what a quorum of nodes says of a lock: held, free, or
+// unknown.
+type HoldState uint8
+
+const (
+	// HoldUnknown: too few nodes answered to tell held from free.
+	HoldUnknown HoldState = iota
+	// HoldFree: no holder is on a quorum of nodes, and none can be on the
+	// nodes that did not answer.
+	HoldFree
+	// HoldHeld: a holder is on a quorum of nodes.
+	HoldHeld
+)
+
+// String returns "unknown", "free" or "held".
+func (s HoldState) String() string {
+	switch s {
+	case HoldFree:
+		return "free"
+	case HoldHeld:
+		return "held"
+	}
+	return "unknown"
+}
+
+// Holder is one holder of a lock: a key lock's or a path's owner, a
+// reader of a read lock, a semaphore's permit.
+type Holder struct {
+	// ID is an opaque identifier of the holder, the same on every node:
+	// the SHA-1 of its token, so that nodes can be compared without the
+	// token leaving them.
+	ID       string
+	Metadata string        // WithMetadata's; "" when none
+	TTL      time.Duration // remaining time to live (see Holding.TTL)
+}
+
+// NodeHolding is one node's answer to Inspect.
+type NodeHolding struct {
+	Node int    // index of the node in the slice given to New (0-based)
+	Addr string // the node's address, when the client exposes one
+	// Kind is what the node holds at the key: "none" (free), "key" (a
+	// key or path lock), "read" (readers), "sem" (a semaphore's permits),
+	// "other" (a value none of the library's kinds writes), or "" when
+	// the node failed (Err).
+	Kind    string
+	Holders []Holder      // the live holders on this node, TTL as the node counts it
+	Fence   int64         // the key's fence counter on this node; 0 when none
+	Err     error         // why the node failed
+	Latency time.Duration // time from the start of Inspect to the answer
+}
+
+// Holding is what Inspect found: what a quorum of nodes says of a lock,
+// with each node's answer.
+type Holding struct {
+	State HoldState
+	// Holders are the holders present on a quorum of nodes: one for a
+	// key or a path lock, the readers of a read lock, the permits of a
+	// semaphore. TTL is what a quorum guarantees: the quorum-th largest
+	// time to live among the nodes (a node without the holder counts
+	// 0), less the time Inspect took.
+	Holders []Holder
+	// Metadata and TTL are Holders[0]'s: for a key or a path lock, its
+	// holder's. "" and 0 when no holder is on a quorum.
+	Metadata string
+	TTL      time.Duration
+	// Fence is the key's fencing counter (WithFencing): for a held key,
+	// the largest counter among the nodes that hold it, which is the
+	// holder's fencing token; otherwise the largest among the nodes that
+	// answered. 0 without fencing.
+	Fence int64
+	Nodes []NodeHolding // one entry per node, in the order given to New
+}
+
+// inspectTimeout is how long Inspect waits for a node without
+// WithNodeTimeout: the longest default per-node timeout.
+const inspectTimeout = maxNodeTimeout
+
+// Inspect reports who holds key, as a quorum of nodes sees it, reading
+// every node once and changing nothing. It works for every kind of lock
+// on key: a key lock (TryLock, Lock), a read lock (its readers), a
+// semaphore (its permits) and, given PathKey(path), a path lock. A free
+// key is a result (HoldFree), not an error; so are too few answers
+// (HoldUnknown, with each node's error in Nodes). It never returns a
+// holder's token: holders are told apart by an opaque ID.
+//
+// Each node is given the per-node timeout (WithNodeTimeout; default
+// 200ms, the longest default per-node timeout), and Inspect returns when
+// every node has answered or that time has passed, or when ctx is done.
+// The key prefix (WithKeyPrefix) applies.
+//
+// Errors: ErrInvalid for a nil *Client, a nil ctx or an empty key;
+// ErrClosed after Close; ctx's error when ctx is done before the nodes
+// answered.
+func (c *Client) Inspect(ctx context.Context, key string, opts ...Option) (*Holding, error) {
+	if key == "" {
+		return nil, invalidf("empty key")
+	}
+	cfg, err := c.callConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if ctx == nil {
+		return nil, invalidf("nil context")
+	}
+	if c.isClosed() {
+		return nil, ErrClosed
+	}
+	wk := cfg.prefix + key
+	keys := [3]string{wk, FenceKey(wk), ReadersKey(wk)}
+	start := time.Now()
+	nodes, got, err := eachNode(ctx, c, cfg, func(ctx context.Context, i int, nd *node.Node) NodeHolding {
+		res, err := evalRead(ctx, nd, func(cmd string) []any { return wire.InspectArgs(cmd, keys) })
+		h := NodeHolding{Node: i, Addr: nd.Addr, Latency: time.Since(start)}
+		var in wire.Inspection
+		if err == nil {
+			in, err = wire.ParseInspect(res)
+		}
+		if err != nil {
+			h.Err = err
+			return h
+		}
+		h.Kind, h.Fence = string(in.Kind), in.Fence
+		for _, x := range in.Holders {
+			h.Holders = append(h.Holders, Holder{ID: x.ID, Metadata: x.Meta, TTL: x.TTL})
+		}
+		return h
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, nd := range c.nodes {
+		if !got[i] {
+			nodes[i] = NodeHolding{Node: i, Addr: nd.Addr, Err: ErrNodeTimeout}
+		}
+	}
+	return summarize(nodes, c.need, time.Since(start)), nil
+}
+
+// Inspect reports who holds key among the MultiLock's nodes, as
+// Client.Inspect does, with every node as the quorum: a lock is held
+// when every node holds it.
+func (m *MultiLock) Inspect(ctx context.Context, key string, opts ...Option) (*Holding, error) {
+	if m == nil {
+		return nil, invalidf("nil *MultiLock")
+	}
+	return m.c.Inspect(ctx, key, opts...)
+}
+
+// summarize decides what a quorum of need nodes says, from every node's
+// answer, elapsed after Inspect's start.
+func summarize(nodes []NodeHolding, need int, elapsed time.Duration) *Holding {
+	h := &Holding{Nodes: nodes}
+	failed := 0
+	type seen struct {
+		nodes int
+		ttls  []time.Duration
+		metas map[string]int
+		fence int64
+		first int // order of first sight, for a stable result
+	}
+	by := map[string]*seen{}
+	var answered int64
+	for _, n := range nodes {
+		if n.Err != nil || n.Kind == "" {
+			failed++
+			continue
+		}
+		answered = max(answered, n.Fence)
+		for _, x := range n.Holders {
+			s := by[x.ID]
+			if s == nil {
+				s = &seen{metas: map[string]int{}, first: len(by)}
+				by[x.ID] = s
+			}
+			s.nodes++
+			s.ttls = append(s.ttls, x.TTL)
+			s.metas[x.Metadata]++
+			s.fence = max(s.fence, n.Fence)
+		}
+	}
+	most := 0
+	var held []string
+	for id, s := range by {
+		most = max(most, s.nodes)
+		if s.nodes >= need {
+			held = append(held, id)
+		}
+	}
+	slices.SortFunc(held, func(a, b string) int { return by[a].first - by[b].first })
+	h.Fence = answered
+	for _, id := range held {
+		s := by[id]
+		slices.SortFunc(s.ttls, func(a, b time.Duration) int { return int(b - a) })
+		ttl := max(s.ttls[need-1]-elapsed, 0)
+		meta, mc := "", -1
+		for m, k := range s.metas {
+			if k > mc || (k == mc && m < meta) {
+				meta, mc = m, k
+			}
+		}
+		h.Holders = append(h.Holders, Holder{ID: id, Metadata: meta, TTL: ttl})
+	}
+	switch {
+	case len(held) > 0:
+		h.State = HoldHeld
+		h.Metadata, h.TTL = h.Holders[0].Metadata, h.Holders[0].TTL
+		h.Fence = by[held[0]].fence
+	case most+failed < need:
+		h.State = HoldFree
+	default:
+		h.State = HoldUnknown
+	}
+	return h
+}
+
+// eachNode runs f on every node of c concurrently, each under a ctx
+// bounded by the per-node timeout (WithNodeTimeout, or inspectTimeout),
+// and returns when all have answered or that timeout has passed: out[i]
+// is node i's answer when got[i]. It returns ctx's error when ctx ends
+// first. Calls still running go on in the Client's goroutine group,
+// which Close waits for; their answers are dropped.
+func eachNode[T any](ctx context.Context, c *Client, cfg *config, f func(ctx context.Context, i int, nd *node.Node) T) (out []T, got []bool, err error) {
+	timeout := cfg.nodeTimeout
+	if timeout <= 0 {
+		timeout = inspectTimeout
+	}
+	type answer struct {
+		i int
+		v T
+	}
+	ch := make(chan answer, len(c.nodes)) // never blocks a late sender
+	for i, nd := range c.nodes {
+		c.spawn(func() error {
+			nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+			defer cancel()
+			ch <- answer{i, f(nctx, i, nd)}
+			return nil
+		}, true)
+	}
+	out, got = make([]T, len(c.nodes)), make([]bool, len(c.nodes))
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for range c.nodes {
+		select {
+		case a := <-ch:
+			out[a.i], got[a.i] = a.v, true
+		case <-t.C:
+			return out, got, nil
+		case <-ctx.Done():
+			return out, got, ctx.Err()
+		}
+	}
+	return out, got, nil
+}
+
+// evalRead runs a script's command on nd (EVALSHA, and EVAL when the
+// node does not have it cached), outside the node's request queue:
+// Inspect, Leader and Proclaim send one command per node and are not
+// rounds of the lock.
+func evalRead(ctx context.Context, nd *node.Node, args func(cmd string) []any) (any, error) {
+	res, err := nd.C.Do(ctx, args("evalsha")...).Result()
+	if wire.IsNoScript(err) {
+		res, err = nd.C.Do(ctx, args("eval")...).Result()
+	}
+	return res, err
+}
