@@ -3,8 +3,6 @@ package redlock
 import (
 	"context"
 	"errors"
-	"math"
-	"math/rand/v2"
 	"time"
 
 	"github.com/seed543a70bd/redlock/internal/wire"
@@ -100,47 +98,6 @@ func waitEnded(last, ctxErr error) error {
 	return &ended
 }
 
-// writerMark is how long a Lock attempt that readers refused marks the
-// key (key/acquire.lua): new readers are refused until then, and each attempt
-// renews the mark. Three mean retry delays (at least 100ms) plus the
-// per-node timeout nodeTimeout: longer than the widest gap between
-// attempts (jitter's 1.5 delays, plus an attempt, which a silent node
-// can hold for nodeTimeout), with room for a stalled scheduler, so the
-// mark lasts while the writer waits; and no longer than that after it
-// stops waiting. It saturates: a retry delay of centuries (a writer that
-// counts on the hand-off alone) marks for as long, not for a
-// wrapped-around 3 x delay.
-func writerMark(retryDelay, nodeTimeout time.Duration) time.Duration {
-	if retryDelay > math.MaxInt64/3 {
-		return math.MaxInt64
-	}
-	m := max(3*retryDelay, minWriterMark)
-	if nodeTimeout > math.MaxInt64-m {
-		return math.MaxInt64
-	}
-	return m + max(nodeTimeout, 0)
-}
-
-// markFor is the mark of an attempt made under ctx: mark (writerMark),
-// but no longer than until ctx's deadline, if it has one (at least
-// minWriterMark): a writer that will have given up by then does not hold
-// new readers off after it, whatever its retry delay. 0 (no mark) stays 0.
-func markFor(ctx context.Context, mark time.Duration) time.Duration {
-	if mark <= 0 {
-		return 0
-	}
-	if ctx == nil { // tryLock refuses it (ErrInvalid)
-		return mark
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		mark = min(mark, max(time.Until(dl), minWriterMark))
-	}
-	return mark
-}
-
-// minWriterMark is writerMark's least.
-const minWriterMark = 100 * time.Millisecond
-
 // retryable reports whether another attempt may succeed: not for an
 // invalid call, a cancelled one, nor one that values of a foreign type
 // at the keys alone lost (foreignBlocked).
@@ -149,19 +106,6 @@ func retryable(err error) bool {
 		!errors.Is(err, ErrInvalid) &&
 		!errors.Is(err, context.Canceled) &&
 		!errors.Is(err, context.DeadlineExceeded)
-}
-
-// jitter draws a delay uniformly from [d/2, 3d/2), saturating at the
-// largest Duration rather than wrapping around to a negative one.
-func jitter(d time.Duration) time.Duration {
-	if d <= 1 {
-		return d
-	}
-	j := rand.N(d)
-	if j > math.MaxInt64-d/2 {
-		return math.MaxInt64
-	}
-	return d/2 + j
 }
 
 // foreignBlocked reports whether err is a lost round in which more
