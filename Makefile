@@ -31,7 +31,7 @@ MODULES = . chaos cmd/redlock extra/redlockotel extra/redlockprom extra/redlockg
 # -p 1: one test binary at a time, so that the chaos suite's latency
 # checks and the stress test do not run beside each other on 2 cores.
 test: redis lint
-	@set -e; for m in $(MODULES); do echo "== go test $$m"; (cd $$m && $(GO) test -race -count=1 -p 1 -timeout 9m ./...); done
+	@set -e; for m in $(MODULES); do echo "== go test $$m"; (cd $$m && $(GO) test -race -count=1 -p 1 -timeout 14m ./...); done
 
 lint: vet fmt-check
 
