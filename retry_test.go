@@ -137,7 +137,7 @@ func TestWaitEndedByDeadlineSaysHeld(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), waitDeadline)
 			defer cancel()
 			err := wc.call(ctx, c, ml, k)
-			requireWaitEndedBy(t, wc.name, err, redlock.ErrContended, redlock.ErrUnreachable, redlock.NodeTaken, "held by another owner (")
+			requireWaitEndedBy(t, wc.name, err, redlock.ErrContended, redlock.ErrUnreachable, redlock.NodeTaken, "held by another owner")
 		})
 	}
 }
