@@ -77,7 +77,9 @@ func (c *Client) identified(n *node.Node, info string, err error) error {
 	if id != "" {
 		for _, o := range c.nodes {
 			if o != n && o.Identified() && o.RunID == id {
-				err := causef([]error{ErrInvalid, ErrDuplicateNode}, "duplicate node: nodes %d and %d are the same server (run_id %s)", o.Idx+1, n.Idx+1, id)
+				// Lower number first, whichever node answered first.
+				a, b := min(o.Idx, n.Idx), max(o.Idx, n.Idx)
+				err := causef([]error{ErrInvalid, ErrDuplicateNode}, "duplicate node: nodes %d and %d are the same server (run_id %s)", a+1, b+1, id)
 				if c.dupErr.CompareAndSwap(nil, &err) {
 					c.logDuplicate(err)
 				}
