@@ -430,3 +430,60 @@ func TestElectorCtxEndResigns(t *testing.T) {
 		t.Errorf("election key of a campaign that never ran: want free, got held")
 	}
 }
+
+// Two replicas whose timers for one tick fire 300ms apart (a skewed
+// clock or a late timer), and a leader that resigns right after its run:
+// the next leader, elected at once, does not run the tick again, since
+// it leads only the settle delay after its election.
+func TestElectorSettleKeepsSkewedTickOnce(t *testing.T) {
+	nodes := redistest.Nodes(t, 3)
+	name := key(t)
+	const skew = 300 * time.Millisecond
+	settle := redlockgocron.WithSettle(2 * time.Second)
+	a := newElector(t, nodes, name, 10*time.Second, settle)
+	b := newElector(t, nodes, name, 10*time.Second, settle)
+	if err := a.e.Start(context.Background()); err != nil {
+		t.Fatalf("Start: want no error, got %v", err)
+	}
+	eventually(t, 10*time.Second, "a leads", func() bool { return a.e.IsLeader(context.Background()) == nil })
+	if err := b.e.Start(context.Background()); err != nil {
+		t.Fatalf("Start: want no error, got %v", err)
+	}
+	at := time.Now().Add(time.Second)
+	ran := make(chan string, 4)
+	for _, r := range []struct {
+		host string
+		e    *redlockgocron.Elector
+		at   time.Time
+	}{{"a", a.e, at}, {"b", b.e, at.Add(skew)}} {
+		s, err := gocron.NewScheduler(gocron.WithDistributedElector(r.e))
+		if err != nil {
+			t.Fatalf("NewScheduler: want no error, got %v", err)
+		}
+		t.Cleanup(func() { _ = s.Shutdown() })
+		_, err = s.NewJob(gocron.OneTimeJob(gocron.OneTimeJobStartDateTime(r.at)),
+			gocron.NewTask(func() { ran <- r.host }), gocron.WithName(name))
+		if err != nil {
+			t.Fatalf("NewJob: want no error, got %v", err)
+		}
+		s.Start()
+	}
+	select {
+	case h := <-ran:
+		if h != "a" {
+			t.Fatalf("first run: want by the leader a, got %s", h)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no run within 10s")
+	}
+	closed := time.Now()
+	if err := a.e.Close(); err != nil {
+		t.Fatalf("Close: want no error, got %v", err)
+	}
+	// b's timer fires at at+skew; it would run by then, or a stall later.
+	select {
+	case h := <-ran:
+		t.Errorf("the tick: want one run, got a second by %s, %v after the leader resigned", h, time.Since(closed))
+	case <-time.After(time.Until(at.Add(skew)) + 1500*time.Millisecond):
+	}
+}
