@@ -3,6 +3,7 @@ package redlockgocron_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -160,6 +161,15 @@ func TestElectorOnlyLeaderRunsEachTickOnce(t *testing.T) {
 			if bound := ttl + redlockgocron.DefaultSettle + time.Second + 1500*time.Millisecond; takeover > bound {
 				t.Errorf("first run by the next leader: want within %v of the fault, got %v", bound, takeover)
 			}
+			if !tc.resign {
+				// Its leadership lost, its campaign ends: the Client is closed.
+				eventually(t, ttl+5*time.Second, "the dead replica's campaign ends", func() bool {
+					return errors.Is(reps[leader].e.Err(), redlock.ErrClosed)
+				})
+				if err := reps[leader].e.IsLeader(context.Background()); !errors.Is(err, redlockgocron.ErrNotLeader) || !errors.Is(err, redlock.ErrClosed) {
+					t.Errorf("IsLeader of the dead replica: want ErrNotLeader and ErrClosed, got %v", err)
+				}
+			}
 			eventually(t, 20*time.Second, "three runs after the takeover", func() bool { return runsBy(-1, first) >= 3 })
 			for _, r := range reps {
 				_ = r.s.Shutdown()
@@ -275,25 +285,53 @@ func TestElectorRefusesBadInput(t *testing.T) {
 	}
 }
 
+// nodeRequests is an Observer that counts node requests.
+type nodeRequests struct{ n atomic.Int64 }
+
+func (o *nodeRequests) ObserveNode(redlock.NodeEvent)   { o.n.Add(1) }
+func (o *nodeRequests) ObserveRound(redlock.RoundEvent) {}
+func (o *nodeRequests) ObserveLock(redlock.LockEvent)   {}
+
 // A new leader answers IsLeader with nil only the settle delay after its
-// election, and its Term then is positive; before, Term is 0.
+// election, and its Term then is positive; before, Term is 0. IsLeader
+// makes no request to the nodes: a thousand calls cost fewer than a
+// thousand node requests (extensions alone, one round per few seconds
+// of a 10s TTL), where one round each would cost three thousand.
 func TestElectorSettlesBeforeLeading(t *testing.T) {
 	nodes := redistest.Nodes(t, 3)
 	const settle = 1500 * time.Millisecond
-	r := newElector(t, nodes, key(t), time.Second, redlockgocron.WithSettle(settle))
+	obs := &nodeRequests{}
+	c := newClient(t, nodes, redlock.WithObserver(obs))
+	e, err := redlockgocron.NewElector(c, key(t), "v", 10*time.Second, redlockgocron.WithSettle(settle))
+	if err != nil {
+		t.Fatalf("NewElector: want no error, got %v", err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
 	start := time.Now()
-	if err := r.e.Start(context.Background()); err != nil {
+	if err := e.Start(context.Background()); err != nil {
 		t.Fatalf("Start: want no error, got %v", err)
 	}
-	if err := r.e.IsLeader(context.Background()); !errors.Is(err, redlockgocron.ErrNotLeader) {
+	if err := e.IsLeader(context.Background()); !errors.Is(err, redlockgocron.ErrNotLeader) {
 		t.Errorf("IsLeader right after Start: want ErrNotLeader, got %v", err)
 	}
-	eventually(t, 10*time.Second, "leader", func() bool { return r.e.IsLeader(context.Background()) == nil })
+	if got := e.Term(); got != 0 {
+		t.Errorf("Term before leading: want 0, got %d", got)
+	}
+	eventually(t, 10*time.Second, "leader", func() bool { return e.IsLeader(context.Background()) == nil })
 	if got := time.Since(start); got < settle {
 		t.Errorf("IsLeader nil: want no sooner than %v after Start, got %v", settle, got)
 	}
-	if got := r.e.Term(); got <= 0 {
+	if got := e.Term(); got <= 0 {
 		t.Errorf("Term of the leader: want > 0, got %d", got)
+	}
+	before := obs.n.Load()
+	for range 1000 {
+		if err := e.IsLeader(context.Background()); err != nil {
+			t.Fatalf("IsLeader of the leader: want nil, got %v", err)
+		}
+	}
+	if got := obs.n.Load() - before; got >= 1000 {
+		t.Errorf("node requests during 1000 IsLeader calls: want fewer than 1000, got %d", got)
 	}
 }
 
@@ -334,7 +372,7 @@ func TestElectorConcurrentIsLeaderAndClose(t *testing.T) {
 	var afterClose atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for range 8 {
+	for range 4 {
 		wg.Go(func() {
 			for {
 				select {
@@ -342,6 +380,7 @@ func TestElectorConcurrentIsLeaderAndClose(t *testing.T) {
 					return
 				default:
 				}
+				runtime.Gosched() // leave the cores to the hand-off on a loaded machine
 				wasClosed := closed.Load()
 				for _, r := range reps {
 					_ = r.e.Term()

@@ -30,8 +30,8 @@
 //
 // IsLeader answers from the leadership held, without a round trip per
 // tick; a job reads the leader's term (Elector.Term) as its fencing
-// token. An Elector does not hold anything while a job runs: a run goes
-// on after its replica's leadership is lost (see Elector).
+// token. gocron asks IsLeader when a run starts: a run goes on after its
+// replica's leadership is lost (see Elector).
 package redlockgocron
 
 import (
@@ -46,7 +46,7 @@ import (
 	"github.com/seed543a70bd/redlock"
 )
 
-// MinTTL is the shortest TTL New accepts. The library accepts a few
+// MinTTL is the shortest TTL New and NewElector accept. The library accepts a few
 // milliseconds, but a lease that short is lost to an ordinary scheduler
 // stall of a loaded machine before an extension can land, and gocron's
 // schedules are not that fine.
