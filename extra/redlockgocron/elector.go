@@ -65,9 +65,10 @@ var (
 // writes. Neither is guaranteed what Redlock alone does not guarantee
 // (nodes that lose data, clocks that jump), nor that every tick runs: a
 // change of leader skips the ticks until the next leader has settled,
-// and a leader that dies without resigning (or whose Client is closed
-// first) leaves its leadership to expire: the next is elected about a
-// TTL later. For jobs that must each run once, and a ctx cancelled when
+// and a leader that dies without resigning leaves its leadership to
+// expire: the next is elected about a TTL later. Close the Elector
+// before its Client: a closed Client goes on extending the locks it
+// holds, the leadership too, while its go-redis clients are open. For jobs that must each run once, and a ctx cancelled when
 // the lock is lost, use a Locker and Job instead.
 type Elector struct {
 	election *redlock.Election
@@ -295,8 +296,9 @@ func (e *Elector) Err() error {
 // Close stops the campaign and resigns a leadership held, so that a
 // waiting replica is elected at once, and returns when that is done.
 // IsLeader answers with an error from before the resignation on. Call
-// it before the process exits: one that exits without resigning (or
-// closes its Client first) leaves the leadership to expire, a TTL later.
+// it before the process exits, and before the Client's Close: a process
+// that exits without resigning leaves the leadership to expire, a TTL
+// later.
 // Close before Start only stops the Elector from starting. A second
 // Close (also one at the same time) waits as the first and returns nil.
 // Close waits for the resignation, which is bounded
