@@ -60,8 +60,9 @@ type termRun struct {
 // is elected once the leadership expires; its scheduler keeps ticking).
 // Each tick runs at most once, strictly; every run is by a leader, with
 // terms that rise from run to run; the next leader runs a tick within
-// its bound: TTL plus the settle delay plus one tick, plus 1.5s for a
-// stalled machine.
+// its bound: TTL plus the settle delay plus one tick, plus 5s for a
+// loaded machine, whose rounds can miss the per-node timeout for
+// seconds (the takeover times are logged).
 func TestElectorOnlyLeaderRunsEachTickOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -120,6 +121,7 @@ func TestElectorOnlyLeaderRunsEachTickOnce(t *testing.T) {
 				if err := reps[leader].e.Close(); err != nil {
 					t.Fatalf("Close: want no error, got %v", err)
 				}
+				t.Logf("Close returned in %v", time.Since(fault).Round(time.Millisecond))
 				_ = reps[leader].s.Shutdown()
 			} else {
 				_ = reps[leader].c.Close()
@@ -158,7 +160,7 @@ func TestElectorOnlyLeaderRunsEachTickOnce(t *testing.T) {
 			mu.Unlock()
 			takeover := first.Sub(fault)
 			t.Logf("takeover: elected and settled %v, first run %v after the fault", elected.Round(time.Millisecond), takeover.Round(time.Millisecond))
-			if bound := ttl + redlockgocron.DefaultSettle + time.Second + 1500*time.Millisecond; takeover > bound {
+			if bound := ttl + redlockgocron.DefaultSettle + time.Second + 5*time.Second; takeover > bound {
 				t.Errorf("first run by the next leader: want within %v of the fault, got %v", bound, takeover)
 			}
 			if !tc.resign {
@@ -211,6 +213,7 @@ func TestElectorOnlyLeaderRunsEachTickOnce(t *testing.T) {
 					t.Errorf("run by the stopped scheduler %d at %v, %v after the fault", r.sched, r.at, r.at.Sub(fault))
 				}
 			}
+			t.Logf("leaderships that ran a tick: %d (terms %v)", len(owner), owner)
 		})
 	}
 }
