@@ -85,3 +85,86 @@ func Example() {
 	fmt.Println("ran:", ran.Load(), "skipped:", skipped.Load())
 	// Output: ran: 1 skipped: 1
 }
+
+// Two replicas, each with its own scheduler, Client and Elector over the
+// same three nodes: the leader's scheduler runs the job, the other's
+// skips it; when the leader closes its Elector (it resigns), the other is
+// elected at once and runs the job from then on.
+func ExampleElector() {
+	nodes, err := redisnode.StartN(3, redisnode.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, nd := range nodes {
+		defer nd.Close()
+	}
+
+	runs := make(chan string, 64)
+	hosts := []string{"host-a", "host-b"}
+	electors := make(map[string]*redlockgocron.Elector)
+	schedulers := make(map[string]gocron.Scheduler)
+	for _, host := range hosts { // each replica
+		clients := make([]redis.UniversalClient, len(nodes))
+		for i, nd := range nodes {
+			clients[i] = redis.NewClient(&redis.Options{Addr: nd.Addr()})
+			defer clients[i].Close()
+		}
+		client, err := redlock.New(clients)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		defer client.Close()
+
+		elector, err := redlockgocron.NewElector(client, "reports", host, 10*time.Second)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		if err := elector.Start(context.Background()); err != nil {
+			fmt.Println(err)
+			return
+		}
+		defer elector.Close() // resign, so that another replica takes over at once
+		s, err := gocron.NewScheduler(gocron.WithDistributedElector(elector))
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		defer s.Shutdown()
+		_, err = s.NewJob(gocron.DurationJob(100*time.Millisecond),
+			gocron.NewTask(func() {
+				// A job that writes gives elector.Term() to the resource
+				// as its fencing token.
+				select {
+				case runs <- host:
+				default:
+				}
+			}),
+			gocron.WithName("report"))
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		s.Start()
+		electors[host], schedulers[host] = elector, s
+	}
+
+	leader := <-runs
+	fmt.Println("the leader runs the job")
+	if err := electors[leader].Close(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	_ = schedulers[leader].Shutdown()
+	for host := range runs {
+		if host != leader {
+			break
+		}
+	}
+	fmt.Println("after it resigned, the other replica runs it")
+	// Output:
+	// the leader runs the job
+	// after it resigned, the other replica runs it
+}

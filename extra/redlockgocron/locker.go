@@ -1,6 +1,7 @@
 // Package redlockgocron runs a gocron (github.com/go-co-op/gocron/v2) job
-// once across the replicas of a service, not once per replica, with a
-// Redlock lock per run.
+// once across the replicas of a service, not once per replica: with a
+// Redlock lock per run (Locker), or on the replica elected leader
+// (Elector).
 //
 // Give every replica's scheduler the same Locker setup, each over its own
 // redlock.Client for the same nodes:
@@ -18,8 +19,19 @@
 // job a name with gocron.WithName: the default, the function's name, is
 // the same for two jobs of one function and differs between builds.
 //
-// An Elector, for gocron.WithDistributedElector, belongs in this package
-// once the library has an election API; this package has none yet.
+// Or elect one replica to run every job, with an Elector for
+// gocron.WithDistributedElector over the library's election
+// (docs/election.md):
+//
+//	elector, err := redlockgocron.NewElector(client, "reports", hostname, 10*time.Second)
+//	err = elector.Start(ctx)
+//	defer elector.Close() // resigns: another replica takes over at once
+//	s, err := gocron.NewScheduler(gocron.WithDistributedElector(elector))
+//
+// IsLeader answers from the leadership held, without a round trip per
+// tick; a job reads the leader's term (Elector.Term) as its fencing
+// token. gocron asks IsLeader when a run starts: a run goes on after its
+// replica's leadership is lost (see Elector).
 package redlockgocron
 
 import (
@@ -34,7 +46,7 @@ import (
 	"github.com/seed543a70bd/redlock"
 )
 
-// MinTTL is the shortest TTL New accepts. The library accepts a few
+// MinTTL is the shortest TTL New and NewElector accept. The library accepts a few
 // milliseconds, but a lease that short is lost to an ordinary scheduler
 // stall of a loaded machine before an extension can land, and gocron's
 // schedules are not that fine.
