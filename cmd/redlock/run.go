@@ -207,7 +207,7 @@ func parseRun(args []string, env func(string) string, stdout io.Writer) (*runCon
 	fs.StringVar(&c.key, "key", "", "the lock's key (required)")
 	fs.BoolVar(&c.multi, "multi", false, "need every node, not a majority (MultiLock)")
 	fs.BoolVar(&c.fence, "fence", false, "also take a fencing token and pass it in REDLOCK_FENCE")
-	fs.StringVar(&meta, "metadata", "", "`text` stored with the lock, which status shows (WithMetadata; default: \"HOST pid PID: COMMAND\", cut to 4 KiB)")
+	fs.StringVar(&meta, "metadata", "", "`text` stored with the lock, which status shows (WithMetadata; default: \"HOST pid PID: COMMAND\", cut to 4 KiB; give another when the arguments hold secrets: anyone who reads the nodes reads it)")
 	fs.BoolVar(&c.verbose, "v", false, "report acquisition (with the holder ID that status shows) and release on stderr")
 	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
