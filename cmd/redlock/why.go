@@ -192,6 +192,9 @@ func (r *runner) usageError(err error) error {
 	}
 	i, _ := strconv.Atoi(m[1])
 	j, _ := strconv.Atoi(m[2])
+	// The later node is the repeat, as parseNodes says it, whichever of
+	// the two the library happened to identify first.
+	i, j = min(i, j), max(i, j)
 	if i < 1 || j < 1 || i > len(r.specs) || j > len(r.specs) {
 		return usagef("%s", msg)
 	}
