@@ -230,9 +230,9 @@ func campaign(ctx context.Context, e *redlock.Election, c *electConfig, r *runne
 	case c.wait.set:
 		when = fmt.Sprintf(" within %v", c.wait.d)
 	}
-	// The library's message names the leader (its value) on contention.
+	// The library's message names the leader (its term and value) on
+	// contention, and each node's answer.
 	fmt.Fprintf(stderr, "redlock elect: not elected leader of %q%s: %v\n", c.name, when, libError(err))
-	fmt.Fprint(stderr, r.nodeLines(err, nil))
 	return nil, c.conflictCode
 }
 
