@@ -4,8 +4,9 @@ package main
 // conventions (126, 127, 128+signal) for the command that `run` starts, so
 // that scripts can tell the command's own failure from the lock's.
 //
-// `redlock run` exits with the command's own code when the command ran
-// under the lock to its end; a command killed by a signal gives 128+n.
+// `redlock run` and `redlock elect` exit with the command's own code when
+// the command ran under the lock (the leadership) to its end; a command
+// killed by a signal gives 128+n.
 const (
 	// exitOK: success (status: every node answered).
 	exitOK = 0
@@ -36,21 +37,23 @@ const (
 // exitCodesHelp documents the codes for `redlock help`; docs/cli.md has
 // the same table.
 const exitCodesHelp = `Exit codes:
-  0       run: the command succeeded under the lock; status: every node
-          answered
-  N       run: the command's own exit code, whatever it is; the codes 64,
-          70, 75, 126 and 127 of redlock itself always come with a
-          "redlock run: ..." line on stderr
+  0       run, elect: the command succeeded under the lock (while
+          leader); elect --observe: interrupted (SIGINT, SIGTERM);
+          status: every node answered
+  N       run, elect: the command's own exit code, whatever it is; the
+          codes 64, 70, 75, 126 and 127 of redlock itself always come
+          with a "redlock run: ..." ("redlock elect: ...") line on stderr
   1       status: other failure
   64      usage error: bad flag, bad or duplicate node URL, bad TTL
           (EX_USAGE)
   69      status: some node did not answer (EX_UNAVAILABLE)
-  70      run: the lock was lost while the command ran; the command was
-          sent SIGTERM, then SIGKILL after --grace
-  75      run: the lock was not obtained within --wait (EX_TEMPFAIL);
-          -E N (--conflict-exit-code) chooses another code
-  126     run: the command could not be started
-  127     run: the command was not found
-  128+n   run: the command was killed by signal n, or redlock got signal n
-          while waiting for the lock
+  70      run, elect: the lock (leadership) was lost while the command
+          ran; the command was sent SIGTERM, then SIGKILL after --grace
+  75      run, elect: the lock was not obtained (not elected) within
+          --wait (EX_TEMPFAIL); -E N (--conflict-exit-code) chooses
+          another code
+  126     run, elect: the command could not be started
+  127     run, elect: the command was not found
+  128+n   run, elect: the command was killed by signal n, or redlock got
+          signal n while waiting for the lock (campaigning)
 `

@@ -16,6 +16,8 @@
 // Commands:
 //
 //	redlock run --nodes URL,... --key K [--ttl 30s] [-w D] [-E code] [--multi] -- command [args...]
+//	redlock elect --nodes URL,... [--ttl 30s] [-w D] [--value V] NAME -- command [args...]
+//	redlock elect --observe --nodes URL,... NAME
 //	redlock status --nodes URL,... --key K [--key-prefix P]
 //	redlock version
 //	redlock help [command]
@@ -42,7 +44,9 @@ const usage = `Usage: redlock <command> [flags]
 
 Commands:
   run      run a command while holding a lock, extending it, like flock(1)
-  status   show, for each node, who holds a key, its PTTL and fence counter
+  elect    run a command while leader of an election; --observe: follow its leaders
+  status   show who holds a key (each node's holder, TTL and fence counter,
+           and the holder's metadata)
   version  print the version
   help     print this help, or a command's: redlock help run
 
@@ -86,6 +90,8 @@ func run(ctx context.Context, args []string, env func(string) string, stdout, st
 	switch cmd {
 	case "run":
 		return cmdRun(ctx, rest, env, stdout, stderr)
+	case "elect":
+		return cmdElect(ctx, rest, env, stdout, stderr)
 	case "status":
 		return cmdStatus(ctx, rest, env, stdout, stderr)
 	case "demo", "chaos":

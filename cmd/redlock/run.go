@@ -6,10 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"os/exec"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -55,6 +54,7 @@ type runConfig struct {
 	fence        bool
 	foreground   bool
 	verbose      bool
+	metadata     string
 	command      []string
 }
 
@@ -131,27 +131,84 @@ func newFlagSet(name string) *flag.FlagSet {
 	return fs
 }
 
+// runFlags are the flags that `redlock run` and `redlock elect` share and
+// that need resolving after parsing (from the environment when not given).
+type runFlags struct {
+	nodes, guard string
+}
+
+// sharedFlags defines on fs the flags of run and elect: the nodes, the TTL,
+// --wait, and how the command is supervised. noun names what is held ("the
+// lock", "leadership") and lost ("a lost lock", "lost leadership").
+func (c *runConfig) sharedFlags(fs *flag.FlagSet, f *runFlags, noun, lost string) {
+	fs.StringVar(&f.nodes, "nodes", "", "comma-separated node URLs: redis://[user:password@]host:port[/db], rediss:// for TLS, redis+cluster://, redis+sentinel:// (default: $"+envNodes+")")
+	durationVar(fs, &c.ttl, "ttl", 30*time.Second, "TTL of "+noun+": it is extended by this `duration` each time half of it is left")
+	fs.Var(&c.wait, "wait", "wait up to this `duration` for "+noun+"; 0 makes one attempt (default: wait forever)")
+	fs.Var(&c.wait, "w", "short for --wait (a `duration`)")
+	fs.IntVar(&c.conflictCode, "conflict-exit-code", exitNotObtained, "exit `code` when "+noun+" is not obtained within --wait (like flock -E)")
+	fs.IntVar(&c.conflictCode, "E", exitNotObtained, "short for --conflict-exit-code (an exit `code`)")
+	durationVar(fs, &c.grace, "grace", 10*time.Second, "after "+lost+", the `duration` between SIGTERM and SIGKILL; 0 sends SIGKILL at once")
+	durationVar(fs, &c.nodeTimeout, "node-timeout", 0, "per-node request timeout, a `duration` (default: ttl/20, clamped to [5ms, 200ms])")
+	fs.StringVar(&f.guard, "restart-guard", "", "refuse the votes of nodes restarted less than this `duration` ago (WithRestartGuard; default: $"+envRestartGuard+", else off)")
+	fs.StringVar(&c.keyPrefix, "key-prefix", "", "`prefix` of the keys on the nodes (WithKeyPrefix; default: $"+envKeyPrefix+")")
+	fs.BoolVar(&c.foreground, "foreground", false, "run the command in redlock's process group, so that it can read from the terminal; "+lost+" then signals the command only, not its children")
+}
+
+// checkShared returns a usage error for a bad value of a shared flag.
+func (c *runConfig) checkShared() error {
+	switch {
+	case c.ttl <= 0:
+		return usagef("--ttl %v is not positive", c.ttl)
+	case c.grace < 0:
+		return usagef("--grace %v is negative", c.grace)
+	case c.nodeTimeout < 0:
+		return usagef("--node-timeout %v is negative", c.nodeTimeout)
+	case c.conflictCode < 0 || c.conflictCode > 255:
+		return usagef("--conflict-exit-code %d is not in 0..255", c.conflictCode)
+	}
+	return nil
+}
+
+// resolve completes the shared flags from the environment: the restart
+// guard, the key prefix and the nodes.
+func (c *runConfig) resolve(f *runFlags, env func(string) string) error {
+	var err error
+	if c.restartGuard, err = restartGuard(f.guard, env); err != nil {
+		return err
+	}
+	c.keyPrefix = keyPrefix(c.keyPrefix, env)
+	c.nodes, err = parseNodes(f.nodes, env)
+	return err
+}
+
+// options returns the library options of the shared flags.
+func (c *runConfig) options() []redlock.Option {
+	var opts []redlock.Option
+	if c.nodeTimeout > 0 {
+		opts = append(opts, redlock.WithNodeTimeout(c.nodeTimeout))
+	}
+	if c.restartGuard > 0 {
+		opts = append(opts, redlock.WithRestartGuard(c.restartGuard))
+	}
+	if c.keyPrefix != "" {
+		opts = append(opts, redlock.WithKeyPrefix(c.keyPrefix))
+	}
+	return opts
+}
+
 // parseRun parses the flags of `redlock run`. For -h it prints the usage
 // to stdout and returns flag.ErrHelp; otherwise it returns a usage error.
 func parseRun(args []string, env func(string) string, stdout io.Writer) (*runConfig, error) {
 	var c runConfig
-	var nodes, guard string
+	var f runFlags
+	var meta string
 	fs := newFlagSet("redlock run")
-	fs.StringVar(&nodes, "nodes", "", "comma-separated node URLs: redis://[user:password@]host:port[/db], rediss:// for TLS, redis+cluster://, redis+sentinel:// (default: $"+envNodes+")")
+	c.sharedFlags(fs, &f, "the lock", "a lost lock")
 	fs.StringVar(&c.key, "key", "", "the lock's key (required)")
-	durationVar(fs, &c.ttl, "ttl", 30*time.Second, "lock TTL: the lock is extended by this `duration` each time half of it is left")
-	fs.Var(&c.wait, "wait", "wait up to this `duration` for the lock; 0 makes one attempt (default: wait forever)")
-	fs.Var(&c.wait, "w", "short for --wait (a `duration`)")
-	fs.IntVar(&c.conflictCode, "conflict-exit-code", exitNotObtained, "exit `code` when the lock is not obtained (like flock -E)")
-	fs.IntVar(&c.conflictCode, "E", exitNotObtained, "short for --conflict-exit-code (an exit `code`)")
-	durationVar(fs, &c.grace, "grace", 10*time.Second, "after a lost lock, the `duration` between SIGTERM and SIGKILL; 0 sends SIGKILL at once")
-	durationVar(fs, &c.nodeTimeout, "node-timeout", 0, "per-node request timeout, a `duration` (default: ttl/20, clamped to [5ms, 200ms])")
-	fs.StringVar(&guard, "restart-guard", "", "refuse the votes of nodes restarted less than this `duration` ago (WithRestartGuard; default: $"+envRestartGuard+", else off)")
-	fs.StringVar(&c.keyPrefix, "key-prefix", "", "`prefix` of the keys on the nodes (WithKeyPrefix; default: $"+envKeyPrefix+")")
 	fs.BoolVar(&c.multi, "multi", false, "need every node, not a majority (MultiLock)")
 	fs.BoolVar(&c.fence, "fence", false, "also take a fencing token and pass it in REDLOCK_FENCE")
-	fs.BoolVar(&c.foreground, "foreground", false, "run the command in redlock's process group, so that it can read from the terminal; a lost lock then signals the command only, not its children")
-	fs.BoolVar(&c.verbose, "v", false, "report acquisition (with the token, as status's HOLDER shows it) and release on stderr")
+	fs.StringVar(&meta, "metadata", "", "`text` stored with the lock, which status shows (WithMetadata; default: \"HOST pid PID: COMMAND\", cut to 4 KiB; give another when the arguments hold secrets: anyone who reads the nodes reads it)")
+	fs.BoolVar(&c.verbose, "v", false, "report acquisition (with the holder ID that status shows) and release on stderr")
 	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printUsage(stdout, fs, runUsage)
@@ -159,31 +216,43 @@ func parseRun(args []string, env func(string) string, stdout io.Writer) (*runCon
 		return nil, err
 	}
 	c.command = fs.Args()
-	switch {
-	case c.key == "":
+	if c.key == "" {
 		return nil, usagef("--key is required")
-	case c.ttl <= 0:
-		return nil, usagef("--ttl %v is not positive", c.ttl)
-	case c.grace < 0:
-		return nil, usagef("--grace %v is negative", c.grace)
-	case c.nodeTimeout < 0:
-		return nil, usagef("--node-timeout %v is negative", c.nodeTimeout)
-	case c.conflictCode < 0 || c.conflictCode > 255:
-		return nil, usagef("--conflict-exit-code %d is not in 0..255", c.conflictCode)
-	case len(c.command) == 0:
+	}
+	if err := c.checkShared(); err != nil {
+		return nil, err
+	}
+	if len(c.command) == 0 {
 		return nil, usagef("no command: write redlock run [flags] -- command [args...]")
 	}
-	var err error
-	if c.restartGuard, err = restartGuard(guard, env); err != nil {
+	c.metadata = meta
+	if meta == "" {
+		c.metadata = runMetadata(c.command)
+	}
+	if err := c.resolve(&f, env); err != nil {
 		return nil, err
 	}
-	c.keyPrefix = keyPrefix(c.keyPrefix, env)
-	specs, err := parseNodes(nodes, env)
-	if err != nil {
-		return nil, err
-	}
-	c.nodes = specs
 	return &c, nil
+}
+
+// whoAmI is "HOST pid PID", redlock's own process: the default of elect's
+// --value and the start of run's metadata.
+func whoAmI() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	return fmt.Sprintf("%s pid %d", host, os.Getpid())
+}
+
+// runMetadata is run's default metadata: who runs which command, cut to
+// redlock.MaxMetadata bytes.
+func runMetadata(argv []string) string {
+	m := whoAmI() + ": " + strings.Join(argv, " ")
+	if len(m) > redlock.MaxMetadata {
+		m = m[:redlock.MaxMetadata]
+	}
+	return m
 }
 
 // restartGuard parses --restart-guard, else REDLOCK_RESTART_GUARD.
@@ -228,18 +297,9 @@ func cmdRun(ctx context.Context, args []string, env func(string) string, stdout,
 	if err != nil {
 		return usageExit(err, "redlock run", stderr)
 	}
-	var opts []redlock.Option
-	if c.nodeTimeout > 0 {
-		opts = append(opts, redlock.WithNodeTimeout(c.nodeTimeout))
-	}
+	opts := append(c.options(), redlock.WithMetadata(c.metadata))
 	if c.fence {
 		opts = append(opts, redlock.WithFencing())
-	}
-	if c.restartGuard > 0 {
-		opts = append(opts, redlock.WithRestartGuard(c.restartGuard))
-	}
-	if c.keyPrefix != "" {
-		opts = append(opts, redlock.WithKeyPrefix(c.keyPrefix))
 	}
 	// A bounded --wait ends by end, exit included (see acquire).
 	var end time.Time
@@ -287,97 +347,45 @@ func cmdRun(ctx context.Context, args []string, env func(string) string, stdout,
 		if c.fence {
 			fence = fmt.Sprintf(", fence %d", l.Fence())
 		}
-		fmt.Fprintf(stderr, "redlock run: acquired %q with token %s (status shows %s) on a quorum of %d nodes (validity %v%s)\n",
-			c.key, l.Token(), shortToken(l.Token()), len(c.nodes), l.Validity().Round(time.Millisecond), fence)
+		fmt.Fprintf(stderr, "redlock run: acquired %q with token %s (holder %s in status) on a quorum of %d nodes (validity %v%s)\n",
+			c.key, l.Token(), holderID(l.Token()), len(c.nodes), l.Validity().Round(time.Millisecond), fence)
 	}
 	return supervise(ctx, l, c, r, sigs, stdout, stderr)
 }
 
-// supervise runs the command under l, extending l, forwarding signals,
-// and terminating the command when l is lost. It releases l at the end.
+// supervise runs the command under l (see command.runUnder), extending
+// l. It releases l at the end.
 func supervise(ctx context.Context, l *redlock.Lock, c *runConfig, r *runner, sigs <-chan os.Signal, stdout, stderr io.Writer) int {
 	bg := context.WithoutCancel(ctx) // extension and release outlive ctx
-	released := false
-	defer func() {
-		if !released { // lost or failed: free what nodes still hold our token
-			if err := release(bg, l); err != nil && c.verbose {
-				fmt.Fprintf(stderr, "redlock run: releasing %q: %v\n", c.key, r.explain(err))
-			}
-		}
-	}()
 	if err := l.AutoExtend(bg); err != nil {
 		fmt.Fprintf(stderr, "redlock run: lock %q, before the command started: %v\n", c.key, r.explain(err))
+		releaseQuietly(bg, l, c, r, stderr)
 		return exitLockLost
 	}
-
-	cmd := exec.Command(c.command[0], c.command[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
-	cmd.Env = append(os.Environ(), "REDLOCK_KEY="+c.key)
+	env := []string{"REDLOCK_KEY=" + c.key}
 	if c.fence {
-		cmd.Env = append(cmd.Env, "REDLOCK_FENCE="+strconv.FormatInt(l.Fence(), 10))
+		env = append(env, "REDLOCK_FENCE="+strconv.FormatInt(l.Fence(), 10))
 	}
-	cmd.WaitDelay = time.Second // do not hang on output pipes held by grandchildren
-	ch := newChild(cmd, c.foreground)
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(stderr, "redlock run: %v\n", err)
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-			return exitNotFound
-		}
-		return exitCannotRun
+	cmd := &command{prog: "redlock run", what: fmt.Sprintf("lock %q", c.key), argv: c.command, env: env,
+		foreground: c.foreground, grace: c.grace, explain: r.explain}
+	code, ended := cmd.runUnder(ctx, l, sigs, stdout, stderr)
+	if !ended { // lost, or not started: free what nodes still hold our token
+		releaseQuietly(bg, l, c, r, stderr)
+		return code
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	if err := release(bg, l); err != nil {
+		fmt.Fprintf(stderr, "redlock run: releasing %q (what is left expires with the TTL): %v\n", c.key, r.explain(err))
+	} else if c.verbose {
+		fmt.Fprintf(stderr, "redlock run: released %q\n", c.key)
+	}
+	return code
+}
 
-	lockDone, ctxDone := l.Done(), ctx.Done()
-	var kill *time.Timer
-	var killC <-chan time.Time
-	defer func() {
-		if kill != nil {
-			kill.Stop()
-		}
-	}()
-	// terminate says why (which may end with a line per node) and, on a
-	// line of its own, what is done about it.
-	terminate := func(why string) {
-		lockDone, ctxDone = nil, nil
-		fmt.Fprintf(stderr, "redlock run: %s\n", why)
-		if c.grace == 0 {
-			fmt.Fprintln(stderr, "redlock run: sending SIGKILL to the command")
-			ch.signal(sigKill)
-			return
-		}
-		fmt.Fprintf(stderr, "redlock run: sending SIGTERM to the command, SIGKILL in %v\n", c.grace)
-		ch.signal(sigTerm)
-		kill = time.NewTimer(c.grace)
-		killC = kill.C
-	}
-	for {
-		select {
-		case <-exited:
-			code := exitStatus(cmd.ProcessState)
-			if err := l.Err(); errors.Is(err, redlock.ErrLockLost) {
-				ch.killRest()        // whatever the command left running
-				if lockDone != nil { // lost as the command ended
-					fmt.Fprintf(stderr, "redlock run: lock %q: %v\n", c.key, r.explain(err))
-				}
-				return exitLockLost
-			}
-			released = true
-			if err := release(bg, l); err != nil {
-				fmt.Fprintf(stderr, "redlock run: releasing %q (what is left expires with the TTL): %v\n", c.key, r.explain(err))
-			} else if c.verbose {
-				fmt.Fprintf(stderr, "redlock run: released %q\n", c.key)
-			}
-			return code
-		case s := <-sigs:
-			ch.forward(s)
-		case <-lockDone:
-			terminate(fmt.Sprintf("lock %q: %v", c.key, r.explain(l.Err())))
-		case <-ctxDone:
-			terminate(fmt.Sprintf("cancelled: %v", context.Cause(ctx)))
-		case <-killC:
-			killC = nil
-			ch.signal(sigKill)
-		}
+// releaseQuietly releases a lock that was lost or whose command did not
+// start, reporting a failure with -v only: the exit code already says
+// what went wrong.
+func releaseQuietly(ctx context.Context, l *redlock.Lock, c *runConfig, r *runner, stderr io.Writer) {
+	if err := release(ctx, l); err != nil && c.verbose {
+		fmt.Fprintf(stderr, "redlock run: releasing %q: %v\n", c.key, r.explain(err))
 	}
 }

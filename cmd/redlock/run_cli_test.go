@@ -171,7 +171,7 @@ func TestRunFlockStyleFlags(t *testing.T) {
 		}
 	}
 	r = cli(t, nil, "status", "--nodes", urls, "--key", key)
-	if !strings.Contains(r.stdout, l.Token()[:tokenPrefix]) {
+	if !strings.Contains(r.stdout, holderID(l.Token())) {
 		t.Errorf("status: want the holder's token prefix, got:\n%s", r.stdout)
 	}
 }
@@ -198,14 +198,14 @@ func TestRunKeyPrefixAndRestartGuard(t *testing.T) {
 	}
 	if r := cli(t, nodes, "run", "--key-prefix", "app1:", "--key", key, "-w", "0", "--", "true"); r.code != exitNotObtained {
 		t.Errorf("--key-prefix: want exit %d (held under the prefix), got %d; stderr:\n%s", exitNotObtained, r.code, r.stderr)
-	} else if !strings.Contains(r.stderr, l.Token()[:tokenPrefix]+" holds 3 of 3") {
+	} else if !strings.Contains(r.stderr, holderID(l.Token())+" holds 3 of 3") {
 		t.Errorf("--key-prefix: want the holder named, got:\n%s", r.stderr)
 	}
 	env := map[string]string{envNodes: urls, envKeyPrefix: "app1:"}
 	if r := cli(t, env, "run", "--key", key, "-w", "0", "--", "true"); r.code != exitNotObtained {
 		t.Errorf("%s: want exit %d, got %d; stderr:\n%s", envKeyPrefix, exitNotObtained, r.code, r.stderr)
 	}
-	if r := cli(t, env, "status", "--key", key); !strings.Contains(r.stdout, "held by "+l.Token()[:tokenPrefix]) {
+	if r := cli(t, env, "status", "--key", key); !strings.Contains(r.stdout, "held by "+holderID(l.Token())) {
 		t.Errorf("status with %s: want the holder, got:\n%s", envKeyPrefix, r.stdout)
 	}
 

@@ -70,7 +70,7 @@ func TestRunNotObtained(t *testing.T) {
 		if r.code != exitNotObtained || r.stdout != "" {
 			t.Fatalf("--wait %s: want exit %d and no command run, got %d, %q; stderr:\n%s", wait, exitNotObtained, r.code, r.stdout, r.stderr)
 		}
-		want := "held by another owner: " + l.Token()[:tokenPrefix] + " holds 3 of 3 nodes"
+		want := "held by another owner: " + holderID(l.Token()) + " holds 3 of 3 nodes"
 		if !strings.Contains(r.stderr, "not obtained") || !strings.Contains(r.stderr, want) {
 			t.Errorf("--wait %s: want the reason naming the holder, %q, got:\n%s", wait, want, r.stderr)
 		}

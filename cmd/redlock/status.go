@@ -6,7 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -19,27 +19,19 @@ import (
 
 const statusUsage = `Usage: redlock status --nodes URL,... --key K [--timeout 1s] [--key-prefix P]
 
-For each node: whether it answered, the holder's token (its first 8
-characters, "-" when the key is free), the key's PTTL, and the fencing
-counter (FenceKey(K) = K:fence, "-" when absent). Then a summary: whether
-one token holds a quorum of the nodes. Exits 0 when every node answered,
-69 when some did not.
+Reads every node once (the library's Inspect) and changes nothing. For each
+node: whether it answered, the holder (the first 8 characters of its ID, the
+SHA-1 of its token, as 'redlock run -v' prints it; "-" when the key is free;
+one per reader or permit of a read lock or semaphore), the holder's TTL on
+that node, and the fencing counter (FenceKey(K) = K:fence, "-" when absent).
+Then a summary: whether a holder is on a quorum of the nodes, the TTL that
+quorum guarantees, the fence, and the holder's metadata ('redlock run'
+stores "HOST pid PID: COMMAND"). An election's key is
+redlock:election:NAME. Exits 0 when every node answered, 69 when some did
+not.
 
 Flags:
 `
-
-// tokenPrefix is how much of a holder's token status shows.
-const tokenPrefix = 8
-
-// nodeStatus is what status learnt from one node.
-type nodeStatus struct {
-	url   string
-	err   error         // not reachable
-	token string        // "" when the key is absent
-	pttl  time.Duration // -2: no key, -1: no expiry
-	fence string        // "" when absent
-	runID string        // the server's run_id (INFO server), "" when unknown
-}
 
 // cmdStatus implements `redlock status`.
 func cmdStatus(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) int {
@@ -57,7 +49,7 @@ func cmdStatus(ctx context.Context, args []string, env func(string) string, stdo
 		}
 		return usageExit(err, "redlock status", stderr)
 	}
-	stored := keyPrefix(prefix, env) + key
+	prefix = keyPrefix(prefix, env)
 	var err error
 	switch {
 	case key == "":
@@ -79,179 +71,171 @@ func cmdStatus(ctx context.Context, args []string, env func(string) string, stdo
 		return usageExit(libError(err), "redlock status", stderr)
 	}
 	defer closeAll(clients)
-
-	res := make([]nodeStatus, len(specs))
-	var wg sync.WaitGroup
-	for i := range specs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res[i] = probeNode(ctx, clients[i], stored, timeout, specs[i].cluster == nil)
-			res[i].url = specs[i].url
-		}()
-	}
-	wg.Wait()
-	if err := sameServer(specs, res); err != nil {
+	r := &runner{specs: specs, clients: clients}
+	if err := sameServer(specs, serverIDs(ctx, specs, clients, timeout)); err != nil {
 		return usageExit(err, "redlock status", stderr)
 	}
-	printStatus(stdout, key, res)
-	for _, r := range res {
-		if r.err != nil {
+	var opts []redlock.Option
+	if prefix != "" {
+		opts = append(opts, redlock.WithKeyPrefix(prefix))
+	}
+	c, err := redlock.New(clients, opts...)
+	if err != nil {
+		return usageExit(r.usageError(err), "redlock status", stderr)
+	}
+	defer func() { _ = c.Close() }()
+	h, err := c.Inspect(ctx, key, redlock.WithNodeTimeout(timeout))
+	switch {
+	case errors.Is(err, redlock.ErrInvalid):
+		return usageExit(r.usageError(err), "redlock status", stderr)
+	case err != nil:
+		fmt.Fprintf(stderr, "redlock status: %v\n", libError(err))
+		return exitFailure
+	}
+	printStatus(stdout, key, r, h)
+	for _, n := range h.Nodes {
+		if n.Err != nil {
 			return exitUnavailable
 		}
 	}
 	return exitOK
 }
 
-// probeNode reads the key, its PTTL and its fence counter from one node,
-// and, when identify is set, its run_id, bounded by timeout even if the
-// client ignores context deadlines.
-func probeNode(ctx context.Context, c redis.UniversalClient, key string, timeout time.Duration, identify bool) nodeStatus {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	out := make(chan nodeStatus, 1)
-	go func() {
-		var get, fence *redis.StringCmd
-		var pttl *redis.DurationCmd
-		var info *redis.StringCmd
-		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			get = p.Get(ctx, key)
-			pttl = p.PTTL(ctx, key)
-			fence = p.Get(ctx, redlock.FenceKey(key))
-			if identify {
-				info = p.Info(ctx, "server")
+// serverIDs returns each node's run_id (INFO server), "" when unknown: a
+// Redis Cluster node (its shards have run_ids of their own), a node that
+// did not answer within timeout, or an ACL that refuses INFO.
+func serverIDs(ctx context.Context, specs []nodeSpec, clients []redis.UniversalClient, timeout time.Duration) []string {
+	ids := make([]string, len(clients))
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		if specs[i].cluster != nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ictx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			out := make(chan string, 1)
+			go func() {
+				info, err := c.Info(ictx, "server").Result()
+				if err != nil {
+					out <- ""
+					return
+				}
+				out <- infoField(info, "run_id")
+			}()
+			select {
+			case ids[i] = <-out:
+			case <-ictx.Done(): // a client that ignores deadlines
 			}
-			return nil
-		})
-		var s nodeStatus
-		if err := pttl.Err(); err != nil {
-			s.err = err // PTTL works on any key: the node did not answer, or refused us (NOAUTH)
-			out <- s
-			return
-		}
-		s.token, s.pttl, s.fence = value(get), pttl.Val(), value(fence)
-		if info != nil && info.Err() == nil { // an ACL may refuse INFO: then unknown
-			s.runID = infoField(info.Val(), "run_id")
-		}
-		out <- s
-	}()
-	select {
-	case s := <-out:
-		return s
-	case <-ctx.Done():
-		return nodeStatus{err: fmt.Errorf("no answer within %v", timeout)}
+		}()
 	}
+	wg.Wait()
+	return ids
 }
 
 // sameServer returns a usage error when two nodes answered with one
 // run_id: one server given under two names (redis://127.0.0.1:P and
 // redis://localhost:P), which parseNodes cannot tell from the URLs. The
-// library refuses such nodes the same way (redlock.ErrDuplicateNode);
-// status would count the server's key twice towards a quorum. A Redis
-// Cluster node is not identified: its shards have run_ids of their own.
-func sameServer(specs []nodeSpec, res []nodeStatus) error {
-	seen := make(map[string]int, len(res))
-	for i, r := range res {
-		if r.runID == "" {
+// library refuses such nodes the same way (redlock.ErrDuplicateNode) on a
+// lock's first round, but Inspect does not identify the nodes; status
+// would count the server's key twice towards a quorum.
+func sameServer(specs []nodeSpec, runIDs []string) error {
+	seen := make(map[string]int, len(runIDs))
+	for i, id := range runIDs {
+		if id == "" {
 			continue
 		}
-		if j, dup := seen[r.runID]; dup {
+		if j, dup := seen[id]; dup {
 			return usagef("node %d %q is node %d %q again (the same server, run_id %s): each node must be a distinct Redis master",
-				i+1, specs[i].url, j+1, specs[j].url, r.runID)
+				i+1, specs[i].url, j+1, specs[j].url, id)
 		}
-		seen[r.runID] = i
+		seen[id] = i
 	}
 	return nil
 }
 
-// infoField returns the value of field in an INFO reply, or "".
-func infoField(info, field string) string {
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
-}
-
-// value returns a GET's value, "" for a missing key, and "?" for a key that
-// holds something other than a string.
-func value(c *redis.StringCmd) string {
-	switch err := c.Err(); {
-	case err == nil:
-		return c.Val()
-	case errors.Is(err, redis.Nil):
-		return ""
-	}
-	return "?"
-}
-
-// printStatus prints the per-node table and the summary.
-func printStatus(w io.Writer, key string, res []nodeStatus) {
+// printStatus prints the per-node table and the summary of h.
+func printStatus(w io.Writer, key string, r *runner, h *redlock.Holding) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tREACHABLE\tHOLDER\tPTTL\tFENCE")
-	holders := map[string]int{}
+	onNodes := map[string]int{} // holder ID: on how many nodes
+	var order []string          // holder IDs, by first sight
 	up := 0
 	var errs []string
-	for i, r := range res {
-		if r.err != nil {
-			fmt.Fprintf(tw, "%s\tno\t-\t-\t-\n", r.url)
-			errs = append(errs, fmt.Sprintf("node %d (%s): %v", i+1, r.url, r.err))
+	for _, n := range h.Nodes {
+		name := r.nodeName(n.Node)
+		url := "node " + strconv.Itoa(n.Node+1)
+		if n.Node >= 0 && n.Node < len(r.specs) {
+			url = r.specs[n.Node].url
+		}
+		if n.Err != nil {
+			fmt.Fprintf(tw, "%s\tno\t-\t-\t-\n", url)
+			errs = append(errs, fmt.Sprintf("%s: %v", name, libError(n.Err)))
 			continue
 		}
 		up++
 		holder, pttl, fence := "-", "-", "-"
-		if r.token != "" {
-			holder = shortToken(r.token)
-			holders[holder]++
-			switch {
-			case r.pttl == -1:
-				pttl = "no expiry"
-			case r.pttl >= 0:
-				pttl = r.pttl.String()
+		if n.Kind == "other" {
+			holder = "?" // a value none of the library's locks writes
+		}
+		if len(n.Holders) > 0 {
+			ids := make([]string, len(n.Holders))
+			for i, x := range n.Holders {
+				ids[i] = shortID(x.ID)
+				if onNodes[ids[i]] == 0 {
+					order = append(order, ids[i])
+				}
+				onNodes[ids[i]]++
 			}
+			holder = strings.Join(ids, ",")
+			pttl = ttlString(n.Holders[0].TTL)
 		}
-		if r.fence != "" {
-			fence = r.fence
+		if n.Fence != 0 {
+			fence = strconv.FormatInt(n.Fence, 10)
 		}
-		fmt.Fprintf(tw, "%s\tyes\t%s\t%s\t%s\n", r.url, holder, pttl, fence)
+		fmt.Fprintf(tw, "%s\tyes\t%s\t%s\t%s\n", url, holder, pttl, fence)
 	}
 	_ = tw.Flush()
 	for _, e := range errs {
 		fmt.Fprintln(w, e)
 	}
 
-	quorum := len(res)/2 + 1
-	fmt.Fprintf(w, "\n%d of %d nodes reachable; quorum %d.\n", up, len(res), quorum)
+	total := len(h.Nodes)
+	quorum := total/2 + 1
+	fmt.Fprintf(w, "\n%d of %d nodes reachable; quorum %d.\n", up, total, quorum)
 	switch {
-	case len(holders) == 0 && up >= quorum:
+	case h.State == redlock.HoldHeld:
+		for _, x := range h.Holders {
+			id := shortID(x.ID)
+			fmt.Fprintf(w, "%q is held by %s on %d of %d nodes, for at least %v (what a quorum guarantees)", key, id, onNodes[id], total, x.TTL.Round(time.Millisecond))
+			if h.Fence != 0 && len(h.Holders) == 1 {
+				fmt.Fprintf(w, ", fence %d", h.Fence)
+			}
+			fmt.Fprintln(w, ".")
+			if x.Metadata != "" {
+				fmt.Fprintf(w, "  metadata: %s\n", x.Metadata)
+			}
+		}
+	case len(order) == 0 && up >= quorum:
 		fmt.Fprintf(w, "%q is free on every reachable node.\n", key)
-	case len(holders) == 0:
+	case len(order) == 0:
 		fmt.Fprintf(w, "%q is free on every reachable node, but too few nodes are reachable to take it.\n", key)
 	default:
-		toks := make([]string, 0, len(holders))
-		for t := range holders {
-			toks = append(toks, t)
+		fmt.Fprintf(w, "%q has no holder with a quorum:", key)
+		for _, id := range order {
+			fmt.Fprintf(w, " %s on %d;", id, onNodes[id])
 		}
-		sort.Slice(toks, func(i, j int) bool {
-			return holders[toks[i]] > holders[toks[j]] || holders[toks[i]] == holders[toks[j]] && toks[i] < toks[j]
-		})
-		if holders[toks[0]] >= quorum {
-			fmt.Fprintf(w, "%q is held by %s on %d of %d nodes.\n", key, toks[0], holders[toks[0]], len(res))
-		} else {
-			fmt.Fprintf(w, "%q has no holder with a quorum:", key)
-			for _, t := range toks {
-				fmt.Fprintf(w, " %s on %d;", t, holders[t])
-			}
-			fmt.Fprintln(w, " (an attempt in progress, a lost lock, or keys left to expire)")
-		}
+		fmt.Fprintln(w, " (an attempt in progress, a lost lock, or keys left to expire)")
 	}
 }
 
-// shortToken returns the first tokenPrefix characters of a token.
-func shortToken(t string) string {
-	if len(t) > tokenPrefix {
-		return t[:tokenPrefix]
+// ttlString shows a holder's TTL on one node: "no expiry" for a key
+// without one.
+func ttlString(d time.Duration) string {
+	if d < 0 {
+		return "no expiry"
 	}
-	return t
+	return d.String()
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,8 +12,9 @@ import (
 	"github.com/seed543a70bd/redlock"
 )
 
-// status shows, per node, reachability, the holder's token prefix, the
-// PTTL and the fence counter; it exits 69 once a node is down.
+// status shows, per node, reachability, the holder's ID prefix (as
+// Inspect gives it), its TTL on the node and the fence counter, then the
+// TTL a quorum guarantees and the fence; it exits 69 once a node is down.
 func TestStatus(t *testing.T) {
 	nodes, clients, urls := cluster(t, 3)
 	key := testKey(t)
@@ -42,7 +45,7 @@ func TestStatus(t *testing.T) {
 	if r.code != exitOK {
 		t.Fatalf("held key: want exit 0, got %d:\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	prefix := l.Token()[:tokenPrefix]
+	prefix := holderID(l.Token())
 	lines := strings.Split(r.stdout, "\n")
 	if !strings.HasPrefix(lines[0], "NODE") || len(lines) < 4 {
 		t.Fatalf("want a table, got:\n%s", r.stdout)
@@ -63,8 +66,11 @@ func TestStatus(t *testing.T) {
 			t.Errorf("node %d: want fence %s, got %q", i+1, want, f[4])
 		}
 	}
-	if !strings.Contains(r.stdout, "is held by "+prefix+" on 3 of 3 nodes") {
-		t.Errorf("want a summary naming the holder, got:\n%s", r.stdout)
+	if !strings.Contains(r.stdout, "is held by "+prefix+" on 3 of 3 nodes, for at least ") || !strings.Contains(r.stdout, "(what a quorum guarantees), fence 42.\n") {
+		t.Errorf("want a summary naming the holder, the TTL a quorum guarantees and the fence, got:\n%s", r.stdout)
+	}
+	if strings.Contains(r.stdout, l.Token()) {
+		t.Errorf("want the token itself never shown, got:\n%s", r.stdout)
 	}
 
 	if err := nodes[1].Kill(); err != nil {
@@ -106,4 +112,41 @@ func TestStatusSameServerTwice(t *testing.T) {
 	if r := cli(t, nil, "status", "--nodes", urls, "--key", testKey(t)); r.code != exitOK {
 		t.Errorf("distinct nodes: want exit 0, got %d:\n%s%s", r.code, r.stdout, r.stderr)
 	}
+}
+
+// A lock that `redlock run` holds carries who holds it: status shows the
+// host, the pid and the command (run's default metadata), and --metadata
+// replaces it.
+func TestStatusShowsRunMetadata(t *testing.T) {
+	_, _, urls := cluster(t, 3)
+	key := testKey(t)
+	dir := t.TempDir()
+	started, goFile := filepath.Join(dir, "started"), filepath.Join(dir, "go")
+	script := `echo yes >"$1"; while [ ! -f "$2" ]; do sleep 0.02; done`
+	res := cliAsync(t, nil, "run", "--nodes", urls, "--key", key, "--", "sh", "-c", script, "sh", started, goFile)
+	waitFile(t, started, 10*time.Second)
+	r := cli(t, nil, "status", "--nodes", urls, "--key", key)
+	want := "  metadata: " + whoAmI() + ": sh -c " + script + " sh " + started + " " + goFile + "\n"
+	if r.code != exitOK || !strings.Contains(r.stdout, want) {
+		t.Errorf("want exit 0 and %q, got %d:\n%s", want, r.code, r.stdout)
+	}
+	if err := os.WriteFile(goFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := await(t, res, 10*time.Second); r.code != exitOK {
+		t.Fatalf("run: want exit 0, got %d; stderr:\n%s", r.code, r.stderr)
+	}
+
+	key2 := testKey(t)
+	started2 := filepath.Join(dir, "started2")
+	res = cliAsync(t, nil, "run", "--nodes", urls, "--key", key2, "--metadata", "nightly backup job 7", "--", "sh", "-c", script, "sh", started2, goFile+"2")
+	waitFile(t, started2, 10*time.Second)
+	r = cli(t, nil, "status", "--nodes", urls, "--key", key2)
+	if !strings.Contains(r.stdout, "  metadata: nightly backup job 7\n") {
+		t.Errorf("--metadata: want it shown, got:\n%s", r.stdout)
+	}
+	if err := os.WriteFile(goFile+"2", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	await(t, res, 10*time.Second)
 }

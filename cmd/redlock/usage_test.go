@@ -41,6 +41,12 @@ func TestUsageErrors(t *testing.T) {
 		{"run: duplicate", nil, []string{"run", "--nodes", "redis://h:1,redis://h:1", "--key", "k", "--", "true"}, []string{`node 2 "redis://h:1" is node 1 "redis://h:1" again`}},
 		{"run: password redacted", nil, []string{"run", "--nodes", "redis://u:hunter2@h:1/db", "--key", "k", "--", "true"}, []string{`"redis://u:xxxxx@h:1/db"`, "invalid database number"}},
 		{"run: bad env", map[string]string{envNodes: "redis://h:1,"}, []string{"run", "--key", "k", "--", "true"}, []string{envNodes, "node 2 of 2 is empty"}},
+		{"elect: no name", nodes, []string{"elect", "--", "true"}, []string{"redlock elect: no election name"}},
+		{"elect: no command", nodes, []string{"elect", "leader"}, []string{"redlock elect: no command"}},
+		{"elect: observe with a command", nodes, []string{"elect", "--observe", "leader", "--", "true"}, []string{"--observe runs no command"}},
+		{"elect: flag after the name", nodes, []string{"elect", "leader", "--ttl", "-1s", "--", "true"}, []string{"--ttl -1s is not positive"}},
+		{"elect: unknown flag", nodes, []string{"elect", "--bogus", "leader", "--", "true"}, []string{"redlock elect: flag provided but not defined: --bogus", "redlock elect -h"}},
+		{"elect: no nodes", nil, []string{"elect", "leader", "--", "true"}, []string{"no nodes", envNodes}},
 		{"status: no key", nodes, []string{"status"}, []string{"--key is required"}},
 		{"status: bad url", nil, []string{"status", "--nodes", "redis://h:99999999", "--key", "k"}, []string{`"redis://h:99999999"`, "port 99999999 is not in 1..65535"}},
 		{"status: extra argument", nodes, []string{"status", "--key", "k", "extra"}, []string{`unexpected argument "extra"`}},
@@ -74,7 +80,7 @@ func TestHelpAndVersion(t *testing.T) {
 	if r.code != exitOK {
 		t.Fatalf("help: want exit 0, got %d", r.code)
 	}
-	for _, w := range []string{"run", "status", "redlock-lab", "Exit codes:", "64", "70", "75", envNodes, "rediss://"} {
+	for _, w := range []string{"run", "elect", "status", "redlock-lab", "Exit codes:", "64", "70", "75", envNodes, "rediss://"} {
 		if !strings.Contains(r.stdout, w) {
 			t.Errorf("help: want %q in the output, got:\n%s", w, r.stdout)
 		}
@@ -99,7 +105,7 @@ func TestHelpAndVersion(t *testing.T) {
 // and its own usage on stdout, as help that was asked for (`redlock run
 // --help | less`), with nothing on stderr; never what the command does.
 func TestEveryCommandHelp(t *testing.T) {
-	for _, cmd := range []string{"run", "status", "version"} {
+	for _, cmd := range []string{"run", "elect", "status", "version"} {
 		for _, args := range [][]string{{cmd, "-h"}, {cmd, "--help"}, {cmd, "-help"}, {"help", cmd}} {
 			r := cli(t, nil, args...)
 			if r.code != exitOK || !strings.HasPrefix(r.stdout, "Usage: redlock "+cmd) || r.stderr != "" {
@@ -131,7 +137,8 @@ func TestEveryCommandHelp(t *testing.T) {
 // says -key, which docs/cli.md never writes.
 func TestHelpWritesLongFlagsWithTwoDashes(t *testing.T) {
 	for cmd, flags := range map[string][]string{
-		"run":    {"--nodes string", "--key string", "--ttl duration", "--wait duration", "-w duration", "-E code", "--conflict-exit-code code", "--grace duration", "--node-timeout duration", "--restart-guard duration", "--key-prefix prefix", "--multi", "--fence", "--foreground", "-v"},
+		"run":    {"--nodes string", "--key string", "--ttl duration", "--wait duration", "-w duration", "-E code", "--conflict-exit-code code", "--grace duration", "--node-timeout duration", "--restart-guard duration", "--key-prefix prefix", "--multi", "--fence", "--foreground", "--metadata text", "-v"},
+		"elect":  {"--nodes string", "--ttl duration", "--wait duration", "-w duration", "-E code", "--conflict-exit-code code", "--grace duration", "--node-timeout duration", "--restart-guard duration", "--key-prefix prefix", "--foreground", "--value value", "--observe", "-v"},
 		"status": {"--nodes string", "--key string", "--key-prefix prefix", "--timeout duration"},
 	} {
 		r := cli(t, nil, cmd, "--help")

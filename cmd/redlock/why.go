@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
@@ -65,7 +67,7 @@ func (r *runner) nodeLines(err error, now []nodeStatus) string {
 			case s.err != nil:
 				st = "no answer"
 			case s.token != "":
-				st = "held by " + shortToken(s.token)
+				st = "held by " + holderID(s.token)
 			case n.Status == redlock.NodeTaken:
 				st = "held by another owner, free now"
 			default:
@@ -114,7 +116,7 @@ func (r *runner) why(ctx context.Context, err error) (string, []nodeStatus) {
 		case s.err != nil:
 			down++
 		case s.token != "":
-			holders[shortToken(s.token)]++
+			holders[holderID(s.token)]++
 		}
 	}
 	if len(holders) == 0 {
@@ -155,7 +157,7 @@ func (r *runner) read(ctx context.Context) []nodeStatus {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res[i] = probeNode(ctx, c, r.stored, r.probe, false) // the library has identified the nodes
+			res[i] = probeNode(ctx, c, r.stored, r.probe)
 		}()
 	}
 	wg.Wait()
@@ -190,6 +192,9 @@ func (r *runner) usageError(err error) error {
 	}
 	i, _ := strconv.Atoi(m[1])
 	j, _ := strconv.Atoi(m[2])
+	// The later node is the repeat, as parseNodes says it, whichever of
+	// the two the library happened to identify first.
+	i, j = min(i, j), max(i, j)
 	if i < 1 || j < 1 || i > len(r.specs) || j > len(r.specs) {
 		return usagef("%s", msg)
 	}
@@ -241,4 +246,96 @@ func (r *runner) explain(err error) string {
 	}
 	return fmt.Sprintf("%s (%s: %d of %d nodes agreed, %d needed)\n%s",
 		strings.Join(says, ": "), qe.Op, qe.OK, len(qe.Nodes), qe.Quorum, strings.TrimSuffix(r.nodeLines(err, nil), "\n"))
+}
+
+// nodeStatus is what why learnt from one node.
+type nodeStatus struct {
+	err   error         // not reachable
+	token string        // "" when the key is absent
+	pttl  time.Duration // -2: no key, -1: no expiry
+	fence string        // "" when absent
+}
+
+// probeNode reads the key (its holder's token), its PTTL and its fence
+// counter from one node, bounded by timeout even if the client ignores
+// context deadlines.
+func probeNode(ctx context.Context, c redis.UniversalClient, key string, timeout time.Duration) nodeStatus {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out := make(chan nodeStatus, 1)
+	go func() {
+		var get, fence *redis.StringCmd
+		var pttl *redis.DurationCmd
+		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			get = p.Get(ctx, key)
+			pttl = p.PTTL(ctx, key)
+			fence = p.Get(ctx, redlock.FenceKey(key))
+			return nil
+		})
+		var s nodeStatus
+		if err := pttl.Err(); err != nil {
+			s.err = err // PTTL works on any key: the node did not answer, or refused us (NOAUTH)
+			out <- s
+			return
+		}
+		s.token, s.pttl, s.fence = tokenOf(value(get)), pttl.Val(), value(fence)
+		out <- s
+	}()
+	select {
+	case s := <-out:
+		return s
+	case <-ctx.Done():
+		return nodeStatus{err: fmt.Errorf("no answer within %v", timeout)}
+	}
+}
+
+// infoField returns the value of field in an INFO reply, or "".
+func infoField(info, field string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// value returns a GET's value, "" for a missing key, and "?" for a key that
+// holds something other than a string.
+func value(c *redis.StringCmd) string {
+	switch err := c.Err(); {
+	case err == nil:
+		return c.Val()
+	case errors.Is(err, redis.Nil):
+		return ""
+	}
+	return "?"
+}
+
+// tokenOf returns the token of a key lock's value: what precedes the NUL
+// byte before its metadata (WithMetadata), or all of it.
+func tokenOf(v string) string {
+	t, _, _ := strings.Cut(v, "\x00")
+	return t
+}
+
+// idLen is how much of a holder's ID status and run's messages show.
+const idLen = 8
+
+// holderID returns the start of the ID Inspect gives the holder of token
+// (the SHA-1 of the token, in hex), as status shows it: the token itself
+// never leaves the nodes.
+func holderID(token string) string {
+	if token == "?" { // not a key lock's value (see value)
+		return token
+	}
+	sum := sha1.Sum([]byte(token))
+	return shortID(hex.EncodeToString(sum[:]))
+}
+
+// shortID returns the first idLen characters of a holder's ID.
+func shortID(id string) string {
+	if len(id) > idLen {
+		return id[:idLen]
+	}
+	return id
 }

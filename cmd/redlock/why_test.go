@@ -43,7 +43,7 @@ func TestRunNotObtainedLinesAgreeWithHolders(t *testing.T) {
 	})
 	why, now := r.why(context.Background(), round)
 	lines := r.nodeLines(round, now)
-	holder := shortToken(l.Token())
+	holder := holderID(l.Token())
 	if want := fmt.Sprintf("%s holds 3 of 3 nodes", holder); !strings.Contains(why, want) {
 		t.Fatalf("want %q, got %q", want, why)
 	}
