@@ -334,7 +334,9 @@ func (r *electionRun) lead(ctx context.Context, c *candidate, ld *redlock.Leader
 		_, _ = c.hook.wait(context.Background()) // paused: nothing runs
 		paused := c.takeFrozen()
 		if paused {
-			// It checked its leadership before the pause, and now acts.
+			// It checked its leadership before the pause, and now acts
+			// (once the pause is over, if it began since the wait).
+			_, _ = c.hook.wait(context.Background())
 			r.lateWrite(c.id, e.write(ctx, c.id, l))
 		}
 		if ctx.Err() != nil || ld.Validity() <= 0 || isDone(ld.Done()) {
@@ -360,12 +362,20 @@ func (r *electionRun) lead(ctx context.Context, c *candidate, ld *redlock.Leader
 			}
 		}
 	}
+	// No pause can begin once c.ld is nil; one that began after the last
+	// look still gets its late write, after the thaw.
+	c.mu.Lock()
+	c.ld, c.pinned, c.stepping = nil, false, false
+	frozen := c.frozen
+	c.frozen = false
+	c.mu.Unlock()
+	if frozen {
+		_, _ = c.hook.wait(context.Background())
+		r.lateWrite(c.id, e.write(ctx, c.id, l))
+	}
 	sec.Released, sec.Deadline = clock.Now(), clock.Of(l.Deadline())
 	e.rec.Section(sec)
 	e.rec.Close()
-	c.mu.Lock()
-	c.ld, c.pinned, c.stepping = nil, false, false
-	c.mu.Unlock()
 	if err := ld.Resign(context.Background()); err != nil && !errors.Is(err, redlock.ErrNotHeld) {
 		e.failf("client %d: Resign: want nil or ErrNotHeld, got %v", c.id, err)
 	}
