@@ -52,11 +52,12 @@ func TermOrder(secs []Section) []Violation {
 // FailoverAfter returns how long after at the next leader of the
 // election whose key is key was elected: the earliest Acquired at or
 // after at of a leadership (ModeLeader) of a client other than dead, the
-// client whose leader died (paused, crashed) at at. ok is false when no
-// such leadership was recorded.
+// client whose leader died (paused, crashed) at at. A leadership that was
+// never valid (Campaign returned after its deadline) elected no leader.
+// ok is false when no such leadership was recorded.
 func FailoverAfter(secs []Section, key string, dead int, at time.Duration) (d time.Duration, ok bool) {
 	for _, s := range secs {
-		if s.Mode != ModeLeader || s.Key != key || s.Client == dead || s.Acquired < at {
+		if s.Mode != ModeLeader || s.Key != key || s.Client == dead || s.Acquired < at || s.End() <= s.Acquired {
 			continue
 		}
 		if !ok || s.Acquired-at < d {

@@ -113,6 +113,7 @@ func TestFailoverAfter(t *testing.T) {
 		lead(2, "redlock:election:y", 1, 200*msec, 300*msec, time.Second), // another election
 		lead(1, e, 3, 900*msec, time.Second, 2*time.Second),               // the dead one again, later
 		lead(3, e, 2, 700*msec, 800*msec, time.Second),
+		lead(2, e, 2, 600*msec, 650*msec, 550*msec),                                            // returned after its deadline: never a leader
 		{Client: 4, Key: e, Acquired: 150 * msec, Released: 160 * msec, Deadline: time.Second}, // a lock, not a leadership
 	}
 	if d, ok := chaos.FailoverAfter(secs, e, 1, 100*msec); !ok || d != 600*msec {
