@@ -382,6 +382,17 @@ func (r *electionRun) lead(ctx context.Context, c *candidate, ld *redlock.Leader
 	}
 }
 
+// laterTermWritten reports whether the resource accepted a write with a
+// term above term that ended before at.
+func laterTermWritten(ws []Write, term int64, at time.Duration) bool {
+	for _, w := range ws {
+		if w.Accepted && w.Fence > term && w.End < at {
+			return true
+		}
+	}
+	return false
+}
+
 func isDone(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
@@ -514,8 +525,15 @@ func (r *electionRun) check(parts []window) {
 		e.note("failover %s after client %d's pause %s", ms(d), p.client, p.what)
 		if !p.late {
 			e.failf("client %d never wrote after its pause at %s", p.client, ms(p.at))
-		} else if p.at+d < p.to && !errors.Is(p.lateErr, redlock.ErrStaleFence) {
-			e.failf("client %d's write with term %d after its pause, once a later leader was elected: want ErrStaleFence, got %v", p.client, p.term, p.lateErr)
+		} else if p.at+d < p.to {
+			if !errors.Is(p.lateErr, redlock.ErrStaleFence) {
+				e.failf("client %d's write with term %d after its pause, once a later leader was elected: want ErrStaleFence, got %v", p.client, p.term, p.lateErr)
+			}
+			// Refused for the later leader's term, not for its own earlier
+			// write with the same term, which FencedSet also refuses.
+			if !laterTermWritten(h.Writes, p.term, p.to) {
+				e.failf("no leader after client %d (term %d) wrote a higher term before it woke at %s: the late write's refusal proves nothing", p.client, p.term, ms(p.to))
+			}
 		}
 	}
 	for _, w := range parts {

@@ -233,7 +233,7 @@ func (s *stressRun) leader(ctx context.Context, h *stressHold, ld *redlock.Leade
 	switch {
 	case err != nil && !errors.Is(err, redlock.ErrNoLeader) && !errors.Is(err, redlock.ErrUnreachable) && !isCtxErr(err):
 		s.failf("worker %d: Leader: want a leader, ErrNoLeader, ErrUnreachable or a context error, got %v", h.worker, err)
-	case valid && healthy && (err != nil || got.Term != ld.Term()):
+	case valid && healthy && ctx.Err() == nil && (err != nil || got.Term != ld.Term()):
 		s.failf("worker %d: Leader of %s while it led (term %d) and every node ran: want term %d, got %+v, %v (%s)",
 			h.worker, name, ld.Term(), ld.Term(), got, err, h)
 	}
