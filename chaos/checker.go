@@ -23,6 +23,9 @@ const (
 	// OverLimit: more permits of one semaphore (ModePermit sections)
 	// whose safe windows overlap at one instant than its Limit.
 	OverLimit ViolationKind = "over-limit"
+	// StaleTerm: a leader (ModeLeader section) elected with a term not
+	// larger than that of a leader of the same election elected before.
+	StaleTerm ViolationKind = "stale-term"
 )
 
 // Violation is one broken safety property.
@@ -44,20 +47,24 @@ func (v Violation) String() string {
 }
 
 // Check returns every violation in h: overlapping safe windows of holds
-// that exclude each other (Overlaps, PathOverlaps), more permits at once
-// than a semaphore's limit (OverLimits), and stale fenced writes that
-// were accepted (StaleFences), in that order.
+// that exclude each other (Overlaps, PathOverlaps; two leaderships of one
+// election are two such holds), more permits at once than a semaphore's
+// limit (OverLimits), terms that did not rise in the order leaders were
+// elected (TermOrder), and stale fenced writes that were accepted
+// (StaleFences), in that order.
 func Check(h History) []Violation {
 	out := Overlaps(h.Sections)
 	out = append(out, PathOverlaps(h.Sections)...)
 	out = append(out, OverLimits(h.Sections)...)
+	out = append(out, TermOrder(h.Sections)...)
 	return append(out, StaleFences(h.Writes)...)
 }
 
 // Overlaps returns one violation per pair of sections of the same key
 // that exclude each other and whose safe windows overlap: two exclusive
-// locks (Mode "" or ModeWrite), or an exclusive lock and a read lock;
-// read locks (ModeRead) share. Windows are half-open: a section that
+// locks (Mode "" or ModeWrite), an exclusive lock and a read lock, or two
+// leaderships of one election (ModeLeader, whose Key is the election's
+// key); read locks (ModeRead) share. Windows are half-open: a section that
 // starts exactly when another ends does not overlap it. A window that is
 // empty (the lock was returned after its deadline) overlaps nothing.
 // Path and permit sections are not locks of a key: PathOverlaps and
@@ -134,6 +141,8 @@ func (s Section) what() string {
 		return fmt.Sprintf(" path %q", s.Key)
 	case ModePermit:
 		return " a permit"
+	case ModeLeader:
+		return fmt.Sprintf(" the leadership (term %d)", s.Fence)
 	}
 	return ""
 }

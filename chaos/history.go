@@ -66,6 +66,14 @@ const (
 	// ModePermit is a permit of the semaphore Key (TryAcquire, Acquire):
 	// at most Limit of them are held at any instant.
 	ModePermit Mode = "permit"
+	// ModeLeader is a leadership of the election whose key is Key
+	// (redlock.ElectionKey; Campaign, Run), with its term in Fence:
+	// it excludes every other leadership of the election, as ModeWrite
+	// does, and terms must rise in the order leaders were elected
+	// (TermOrder). Acquired is when Campaign returned; the window ends
+	// at the earlier of Done closing (or Resign) and the validity
+	// deadline.
+	ModeLeader Mode = "leader"
 )
 
 // End returns the end of the section's safe window: min(Released,

@@ -42,6 +42,8 @@ func Scenarios() []Scenario {
 			Doc: "6 clients mix readers (TryRLock) and fenced writers (TryLock, or Lock waiting up to half a TTL, which marks a key readers hold) on 2 keys; mid-lock, one node is killed (restarted empty after a delay) and, while it is down, another paused. 0 violations: a writer never overlaps a reader or a writer, and no stale fenced write is accepted; readers and writers both granted, readers shared a key."},
 		{Name: "semaphore", Expect: ExpectSafe, run: family(familyPermit),
 			Doc: "6 clients take permits (TryAcquire) of one semaphore of limit 2, each granted by SemaphoreQuorum(5, 2) = 4 nodes; mid-lock, one node is killed (restarted empty after a delay), then another paused. 0 violations: never more than 2 permits at once; permits granted during each fault, and 2 held at once."},
+		{Name: "election", Expect: ExpectSafe, cluster: ClusterOptions{Proxy: true}, run: election,
+			Doc: "4 candidates on clients of their own campaign for one leadership (Election) with the restart guard, lead for 0.5 to 2.5 TTLs (fenced writes with the term, Proclaims) and resign; the leader's process is paused past its TTL (every request it sends waits), a node is killed and restarted empty at once, and while nodes 4 and 5 are partitioned the leader is paused again. 0 violations: never two leaderships valid at once, terms rise in election order; a new leader within TTL plus a retry (plus node timeouts and 300ms of slack; 3s more under the partition, where the 3 healthy nodes must all grant and candidates split votes) after each pause; the paused leader's late write is refused; Observe delivers in term order without duplicates."},
 	}
 }
 

@@ -337,7 +337,7 @@ func timelineView(h History, o TimelineOptions) tlView {
 	badSec, badWrite := map[int]bool{}, map[int]bool{}
 	for _, v := range o.Found {
 		switch v.Kind {
-		case Overlap, OverLimit:
+		case Overlap, OverLimit, StaleTerm:
 			badSec[v.A], badSec[v.B] = true, true
 		case StaleFence:
 			badWrite[v.B] = true

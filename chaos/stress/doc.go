@@ -1,6 +1,7 @@
 // Package stress holds the long randomized tests of the library against
 // real redis-server nodes with faults: TestStress (random mixed
-// operations from a replayable seed, checked by the chaos checker) and
+// operations from a replayable seed, leader elections among them,
+// checked by the chaos checker) and
 // TestSoak (many clients over minutes). Both run for 30 seconds in
 // `make test`; `make soak` runs them long. TestStress's operation
 // families that check a lock's life beyond exclusion (resumed

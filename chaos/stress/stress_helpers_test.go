@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,9 +74,16 @@ type stressRun struct {
 	resource redis.UniversalClient   // the fenced resource: a node of its own, never faulted
 	quorum   []*stressLocker
 	multi    []*stressLocker
-	closers  []io.Closer
-	network  []*redis.Client // the go-redis clients through the proxies
-	baseline goleak.Option   // the goroutines after set-up
+	// inspector reads the nodes for Inspect, Leader and Observe: it
+	// dials them directly, so that only killed and paused nodes, not
+	// the proxies' latency, can make it disagree with the holders.
+	inspector *redlock.Client
+	// procFaultGen counts the starts and ends of kills and pauses: odd
+	// while one lasts (see healthyFor).
+	procFaultGen atomic.Int64
+	closers      []io.Closer
+	network      []*redis.Client // the go-redis clients through the proxies
+	baseline     goleak.Option   // the goroutines after set-up
 
 	families map[string]bool // the families of -stress.ops turned on (stress_contracts_test.go)
 	burstLk  *redlock.Client // the burst family's Client: nodes dialled directly, node timeout stressBurstTimeout
@@ -244,6 +252,12 @@ func newStressRun(t *testing.T, seed int64, d time.Duration, families map[string
 		s.multi = append(s.multi, &stressLocker{name: spec.name("multilock", i), acq: m, nodeTimeout: spec.nodeTimeout})
 		s.addCloser(m)
 	}
+	ins, err := redlock.New(direct)
+	if err != nil {
+		t.Fatalf("redlock.New for the inspector: %v", err)
+	}
+	s.inspector = ins
+	s.addCloser(ins)
 	t.Cleanup(s.closeLockers)
 
 	s.prefix = key(t) + ":"
@@ -379,6 +393,7 @@ func (s *stressRun) processFaults(ctx context.Context, rng *rand.Rand, nodes []i
 		if !s.calmRLock(ctx) {
 			return
 		}
+		s.procFaultGen.Add(1)
 		from := s.clock.Now()
 		if kill {
 			s.fault("kill", i, chaos.EventKill, "")
@@ -418,6 +433,7 @@ func (s *stressRun) processFaults(ctx context.Context, rng *rand.Rand, nodes []i
 		s.mu.Lock()
 		s.downs[i] = append(s.downs[i], [2]time.Duration{from, s.clock.Now()})
 		s.mu.Unlock()
+		s.procFaultGen.Add(1)
 		s.calm.RUnlock()
 	}
 }
@@ -663,15 +679,15 @@ func (s *stressRun) checkLeftovers() int {
 
 // scanLockKeys lists the lock keys (not the fence counters) on every
 // node: the keys under the run's prefix, which include the read-write
-// keys' readers (ReadersKey) and the semaphore, and the path tree's
+// keys' readers (ReadersKey) and the semaphore, the path tree's
 // holder keys and intention records, which begin with "{" + the tree's
-// root + "}" (PathKey).
+// root + "}" (PathKey), and the elections' keys (ElectionKey).
 func (s *stressRun) scanLockKeys() []leftover {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var out []leftover
 	for i, c := range s.inspect {
-		for _, pattern := range []string{s.prefix + "*", "{" + s.prefix + "*"} {
+		for _, pattern := range []string{s.prefix + "*", "{" + s.prefix + "*", redlock.ElectionKey(s.prefix) + "*"} {
 			it := c.Scan(ctx, 0, pattern, 1000).Iterator()
 			for it.Next(ctx) {
 				k := it.Val()
@@ -709,7 +725,8 @@ func keyValue(ctx context.Context, c redis.UniversalClient, k string) string {
 // (for a sorted set, the first of its members that is a hold's token).
 func (s *stressRun) describeLeftover(lo leftover) string {
 	s.mu.Lock()
-	h := s.holds[lo.value]
+	tok, _, _ := strings.Cut(lo.value, "\x00") // a value with metadata: token, NUL, metadata
+	h := s.holds[tok]
 	for _, m := range strings.Fields(lo.value) {
 		if h == nil {
 			h = s.holds[strings.SplitN(m, "=", 2)[0]]

@@ -55,7 +55,13 @@ import (
 //  4. No call panics, except Do with a panicking fn, which must pass the
 //     panic on unchanged; every call returns within its bound (see
 //     stressSlack) and with an error it documents.
-//  5. The contracts of the operation families of stress_contracts_test.go,
+//  5. Elections (stress_election_test.go): Campaign, Proclaim, Resign,
+//     Inspect, Leader and Observe. No two leaderships of one election
+//     are valid at once, and terms rise in election order (chaos.Check);
+//     Observe delivers in term order without duplicates; Inspect never
+//     returns a holder's token, and, while no node is killed or paused,
+//     agrees with the leader that calls it, as Leader does.
+//  6. The contracts of the operation families of stress_contracts_test.go,
 //     which -stress.ops turns on one at a time (default: all): a resumed
 //     AutoExtend extends; a burst of thousands of calls on healthy nodes
 //     never fails a node; a lock found lost on a quorum reports it at
@@ -213,7 +219,7 @@ func (s *stressRun) guard(id int, f func()) {
 
 // step draws one operation and runs it, with the hold that follows a win.
 func (s *stressRun) step(ctx context.Context, id int, rng *rand.Rand) {
-	if s.extraStep(ctx, id, rng) {
+	if s.extraStep(ctx, id, rng) || s.electionStep(ctx, id, rng) {
 		return
 	}
 	q := s.quorum[rng.IntN(len(s.quorum))]
