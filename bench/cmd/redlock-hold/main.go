@@ -1,5 +1,5 @@
 // Command redlock-hold measures what holding many auto-extended locks on
-// one Client costs (issue 14): it starts 5 local redis-server nodes,
+// one Client costs: it starts 5 local redis-server nodes,
 // takes -locks locks on distinct keys from -workers goroutines, puts
 // every one under AutoExtend, holds them for -hold, and reports the take
 // rate, the goroutines and heap per lock while holding, the client's
