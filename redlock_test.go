@@ -18,6 +18,7 @@ import (
 	"github.com/seed543a70bd/redlock/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 )
 
 // TestKilledNodeWhileHeld: a holder keeps its lock through the loss of two
@@ -222,6 +223,58 @@ func TestCloseBounded(t *testing.T) {
 	require.NoError(t, nodes[2].Resume())
 	eventually(t, 5*time.Second, func() bool { return get(t, clients[2], k) == "" },
 		"want the stuck release to land once node 3 resumes")
+}
+
+// TestCloseGivesConnectionsBack: once Close returns, no connection of
+// the go-redis pools is still held by the Client (the nodes' leaders and
+// the one-node direct path hold one each), so a caller that closes its
+// go-redis clients next closes no connection under us, which go-redis
+// logs as "Unexpected conn state changed by hook to CLOSED". On one node
+// (the direct path) and on three (pipelined leaders), after sequential
+// and concurrent traffic.
+func TestCloseGivesConnectionsBack(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprint(n, " nodes"), func(t *testing.T) {
+			_, clients := cluster(t, n)
+			log := new(dialLog)
+			redis.SetLogger(log)
+			t.Cleanup(func() { redis.SetLogger(quietLogger{}) })
+			ctx := context.Background()
+			for round := range 3 {
+				rl, err := redlock.New(clients)
+				require.NoError(t, err)
+				var g errgroup.Group
+				for w := range 16 {
+					g.Go(func() error {
+						for i := range 50 {
+							l, err := rl.TryLock(ctx, fmt.Sprintf("%s-%d-%d-%d", key(t), round, w, i), 10*time.Second)
+							if err != nil {
+								return err
+							}
+							if err := l.Unlock(ctx); err != nil {
+								return err
+							}
+						}
+						return nil
+					})
+				}
+				require.NoError(t, g.Wait())
+				l, err := rl.TryLock(ctx, key(t), 10*time.Second) // a last one alone: the direct path on one node
+				require.NoError(t, err)
+				require.NoError(t, l.Unlock(ctx))
+				require.NoError(t, rl.Close())
+				for i, c := range clients {
+					st := c.PoolStats()
+					require.Equal(t, st.TotalConns, st.IdleConns,
+						"round %d: want every connection of node %d's pool idle once Close returned, got %d of %d in use", round, i+1, st.TotalConns-st.IdleConns, st.TotalConns)
+				}
+			}
+			for _, c := range clients {
+				require.NoError(t, c.Close())
+			}
+			require.NotContains(t, log.String(), "Unexpected conn", "want no connection closed under the Client")
+		})
+	}
 }
 
 // TestCloseBoundedWithPausedNode: Close with releases in flight and queued

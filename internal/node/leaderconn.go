@@ -157,17 +157,20 @@ func (lc *leaderConn) get(nd *Node) (sender, bool) {
 	if !lc.slots.take() {
 		return nd.C, false // the client's leaders hold their share: look again next time
 	}
-	lc.take(rc, lc.slots)
+	lc.take(rc, lc.slots, &nd.held)
 	return nd.C, false
 }
 
 // take starts a Watch on rc that hands its Tx to the leader (on lc.got)
 // and holds it until lc.done is closed; the slot taken from slots is
-// given back once the Watch has returned the connection to the pool.
-func (lc *leaderConn) take(rc *redis.Client, slots *ConnSlots) {
+// given back, and held told, once the Watch has returned the connection
+// to the pool.
+func (lc *leaderConn) take(rc *redis.Client, slots *ConnSlots, held *holders) {
 	got := make(chan *redis.Tx, 1)
 	done, ended := make(chan struct{}), make(chan struct{})
+	held.add()
 	go func() {
+		defer held.done()
 		defer close(ended)
 		defer slots.give()
 		// A panic in go-redis here would end the process: it is taken

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,70 @@ type Node struct {
 	pipe    pipe       // queues and batches the requests of rounds (pipeline.go)
 	retry   retryQueue // failed releases to retry (retry.go)
 	h       *Host
+	// held counts the goroutines that hold a connection of the node's
+	// pool, or are taking one, for the leader (leaderconn.go) or the
+	// direct path (direct.go): GiveBack waits for them.
+	held holders
+}
+
+// holders counts goroutines that hold a pooled connection.
+type holders struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{} // closed when n falls to 0; nil when nobody waits
+}
+
+func (h *holders) add() {
+	h.mu.Lock()
+	h.n++
+	h.mu.Unlock()
+}
+
+func (h *holders) done() {
+	h.mu.Lock()
+	h.n--
+	if h.n == 0 && h.zero != nil {
+		close(h.zero)
+		h.zero = nil
+	}
+	h.mu.Unlock()
+}
+
+// wait returns when no goroutine holds a connection, or after d.
+func (h *holders) wait(d time.Duration) {
+	h.mu.Lock()
+	if h.n == 0 {
+		h.mu.Unlock()
+		return
+	}
+	if h.zero == nil {
+		h.zero = make(chan struct{})
+	}
+	ch := h.zero
+	h.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	}
+}
+
+// GiveBack gives the direct path's connection back to the pool (unless a
+// caller runs on it now) and waits, for at most d, until every
+// connection the node's leaders and direct path held is back in the
+// pool. The Client's Close calls it once the leaders have ended, so that
+// a user who closes the go-redis client next does not close a
+// connection still held by us: go-redis logs "Unexpected conn state
+// changed by hook to CLOSED" when such a connection is returned.
+func (nd *Node) GiveBack(d time.Duration) {
+	p := &nd.pipe
+	p.mu.Lock()
+	if !p.direct {
+		p.dc.drop()
+	}
+	p.mu.Unlock()
+	nd.held.wait(d)
 }
 
 // Host is what a node needs of the Client it serves. Its functions run
