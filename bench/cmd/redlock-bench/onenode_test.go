@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +28,13 @@ import (
 // client of default options; b.Cleanup closes both.
 func oneNode(b *testing.B) redis.UniversalClient {
 	b.Helper()
+	c, _ := oneNodePID(b)
+	return c
+}
+
+// oneNodePID is oneNode that also returns the node's process ID.
+func oneNodePID(b *testing.B) (redis.UniversalClient, int) {
+	b.Helper()
 	nodes, err := redisnode.StartN(1, redisnode.Options{})
 	if err != nil {
 		b.Fatalf("starting redis-server: %v", err)
@@ -35,7 +44,7 @@ func oneNode(b *testing.B) redis.UniversalClient {
 		_ = c.Close()
 		_ = nodes[0].Close()
 	})
-	return c
+	return c, nodes[0].PID()
 }
 
 // benchOneNode times cycles of the impl that m builds on one node, over
@@ -103,4 +112,48 @@ func (t tryLocker) Lock(ctx context.Context, key string, ttl time.Duration, opts
 		return nil, fmt.Errorf("TryLock: %w", err)
 	}
 	return l, nil
+}
+
+// benchOneNodeParallel is the throughput scenario as a Go benchmark:
+// 32 goroutines on keys of their own, cycles of the impl that m builds
+// on one node. It reports the process's CPU per cycle (user + system;
+// the node is another process) as cpu-µs/op and the node's as
+// node-cpu-µs/op, so that profiles of the
+// throughput path can be compared on a busy machine, where ops/s cannot.
+func benchOneNodeParallel(b *testing.B, m maker) {
+	c, pid := oneNodePID(b)
+	im, err := m.new(m.name, []redis.UniversalClient{c})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if im.closer != nil {
+		b.Cleanup(im.closer)
+	}
+	ctx := context.Background()
+	var seq atomic.Int64
+	cpu0, node0 := processCPU(), nodesCPU([]int{pid})
+	b.ResetTimer()
+	b.SetParallelism(max(1, workers/runtime.GOMAXPROCS(0)))
+	b.RunParallel(func(pb *testing.PB) {
+		ks := keys(fmt.Sprintf("%s:%d", b.Name(), seq.Add(1)), 16)
+		for i := 0; pb.Next(); i++ {
+			if err := im.cycle(ctx, ks[i%len(ks)]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	per := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / float64(b.N) }
+	b.ReportMetric(per(processCPU()-cpu0), "cpu-µs/op")
+	b.ReportMetric(per(nodesCPU([]int{pid})-node0), "node-cpu-µs/op")
+}
+
+func BenchmarkOneNodeParallelOurs(b *testing.B) { benchOneNodeParallel(b, oursOne(implOurs1)) }
+
+func BenchmarkOneNodeParallelRueidislock(b *testing.B) {
+	benchOneNodeParallel(b, rueidislockImpl(implRueidis, false))
+}
+
+func BenchmarkOneNodeParallelRedislock(b *testing.B) {
+	benchOneNodeParallel(b, redislockImpl(implRedislock))
 }
