@@ -318,7 +318,9 @@ func WithRestartGuard(d time.Duration) Option {
 // waits) and retries as soon as Unlock announces the release on
 // ReleaseChannel(key), instead of sleeping out its retry delay; the
 // jittered delay remains the fallback, as messages can be lost (a lock
-// that expires is not announced). Default: on. Turn it off to spare the
+// that expires is not announced). A waiting call whose own Client
+// releases the key is woken in process, as soon as the release is sent,
+// with no message. Default: on. Turn it off to spare the
 // extra connection per node while waiting.
 func WithHandoff(on bool) Option {
 	return func(c *config) { c.noHandoff = !on }

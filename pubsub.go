@@ -28,6 +28,12 @@ import (
 // Client.TryRLock), and the writer that "r" wakes should not have to
 // race them for the key.
 //
+// A waiter of the releasing Client itself is woken at once, in process,
+// when its Unlock has handed the release to every node (hub.wakeLocal):
+// a node runs one Client's requests in order, so the waiter's attempt
+// runs right behind the release, often in the same pipelined batch. It
+// is a hint as a message is, and WithHandoff(false) turns it off too.
+//
 // The jittered delay stays as the fallback, since messages are lost when
 // the holder's lock expires instead of being released, when a node is
 // down, or between a subscription's loss and its renewal.
@@ -48,7 +54,12 @@ type hub struct {
 	mu      sync.Mutex
 	waiters map[string]map[*waiter]struct{} // by key
 	n       int                             // waiters joined
-	sess    *session                        // nil when no waiter
+	any     atomic.Bool                     // n > 0, read without mu by wakeLocal
+	// local counts this Client's releases (wakeLocal), so that a Lock
+	// whose attempt failed before it joined can tell that one of them
+	// may have freed its key meanwhile (see Client.lock).
+	local atomic.Uint64
+	sess  *session // nil when no waiter
 }
 
 // waiter is one waiting Lock call.
@@ -93,6 +104,7 @@ func (h *hub) join(c *Client, keys []string, reader, watch bool) *waiter {
 		m[w] = struct{}{}
 	}
 	h.n++
+	h.any.Store(true)
 	if h.sess == nil {
 		h.sess = h.start(c)
 	}
@@ -118,6 +130,7 @@ func (h *hub) leave(w *waiter) {
 	var s *session
 	if h.n == 0 {
 		s, h.sess = h.sess, nil
+		h.any.Store(false)
 	}
 	h.mu.Unlock()
 	if s != nil {
@@ -217,6 +230,22 @@ func (h *hub) wakeKey(k string, msg string) {
 		}
 	}
 	h.mu.Unlock()
+}
+
+// wakeLocal wakes this Client's waiters for keys, which its own Unlock
+// has just handed to every node's pipe: their next attempt is queued
+// behind the release on each node (a node runs a Client's requests in
+// the order they were handed over; see internal/node), so it does not
+// wait for the nodes' announcements. Like a message, it is a hint: the
+// attempt is an ordinary one. It costs an atomic load when nobody waits.
+func (h *hub) wakeLocal(keys []string) {
+	h.local.Add(1)
+	if !h.any.Load() {
+		return
+	}
+	for _, k := range keys {
+		h.wakeKey(k, "")
+	}
 }
 
 func (h *hub) wakeAll() {

@@ -3,6 +3,8 @@ package redlock_test
 import (
 	"context"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,6 +81,77 @@ func TestHandoffWakesWaiter(t *testing.T) {
 	require.Less(t, r.at.Sub(released), 2*time.Second)
 	require.NoError(t, r.l.Unlock(ctx))
 	eventually(t, 5*time.Second, func() bool { return unsubscribed(t, live) }, "subscriptions left after the wait")
+}
+
+// TestHandoffInProcess: a waiting Lock is woken by an Unlock of its own
+// Client as soon as the release is handed to the nodes, without the
+// nodes' announcements: here its user may not subscribe (no PSUBSCRIBE
+// in its ACL), and its retry delay is a minute, so only that wake gets it
+// the lock within its 20s. Its attempt queues behind the release on each
+// node, so it also wins (it is not refused by the key it waits for). The
+// Unlock comes at the worst instant, once the waiter's attempt was
+// refused but before it joined the Client's waiters (its observer holds
+// it there), or after it joined.
+func TestHandoffInProcess(t *testing.T) {
+	nodes, admins := cluster(t, 3)
+	aclSetUser(t, admins, "nosub", append([]string{"on", ">pw"}, slices.DeleteFunc(slices.Clone(documentedACL), func(r string) bool {
+		return r == "+psubscribe" || r == "+punsubscribe"
+	})...)...)
+	clients := userClients(t, nodes, "nosub", "pw")
+	for _, before := range []bool{true, false} {
+		g := &refusalGate{refused: make(chan struct{}), resume: make(chan struct{})}
+		g.hold.Store(before)
+		rl := newClient(t, clients, redlock.WithRetryDelay(time.Minute), redlock.WithObserver(g))
+		ctx := context.Background()
+		k := "lock:" + key(t)
+		l, err := rl.TryLock(ctx, k, time.Minute)
+		require.NoError(t, err)
+		got := make(chan error, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			wl, err := rl.Lock(wctx, k, time.Minute)
+			if err == nil {
+				err = wl.Unlock(ctx)
+			}
+			got <- err
+		}()
+		<-g.refused
+		if !before {
+			// Let it join (it cannot tell us when), then release.
+			eventually(t, 5*time.Second, func() bool { return g.hold.Load() }, "want the observer to return")
+		}
+		require.NoError(t, l.Unlock(ctx))
+		if before {
+			close(g.resume)
+		}
+		require.NoError(t, <-got, "Unlock before the waiter joined: %v: want the waiter woken by its own Client's Unlock", before)
+	}
+}
+
+// refusalGate is an Observer that reports the first refused acquire
+// round on refused and, while hold is set, holds that round's goroutine
+// (the waiting Lock's) until resume is closed.
+type refusalGate struct {
+	redlock.Stats
+	hold            atomic.Bool
+	once            sync.Once
+	refused, resume chan struct{}
+}
+
+func (g *refusalGate) ObserveRound(e redlock.RoundEvent) {
+	g.Stats.ObserveRound(e)
+	if e.Op != redlock.OpLock || e.Reason != redlock.ReasonContended {
+		return
+	}
+	g.once.Do(func() {
+		close(g.refused)
+		if g.hold.Load() {
+			<-g.resume
+		} else {
+			g.hold.Store(true) // returned
+		}
+	})
 }
 
 // TestHandoffFallback: a lock that expires is not announced, and a waiter

@@ -235,6 +235,9 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 	if direct {
 		select {
 		case <-rd.done:
+			if op == opRelease && req.fam == nil {
+				c.hub.wakeLocal(req.keys) // released: see below
+			}
 			return rd.finish(nil)
 		default: // handed to a leader: waited for below
 		}
@@ -252,6 +255,13 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 	}
 	// The timer also bounds the wait for room in full queues (waitRoom).
 	fired := len(full) > 0 && c.waitRoom(rd, full, rooms, nodeCtx, timer)
+	if op == opRelease && req.fam == nil && !direct && !fired {
+		// The release is in every node's pipe: a waiting Lock of this
+		// Client woken now queues its attempt behind it on each node,
+		// often into the same batch, instead of waiting for the nodes'
+		// announcements (see hub.wakeLocal).
+		c.hub.wakeLocal(req.keys)
+	}
 
 	var ctxErr error
 	if !fired {

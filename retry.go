@@ -47,6 +47,7 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 			w.drain() // this attempt sees the releases announced so far
 			wake = w.wake
 		}
+		local := c.hub.local.Load()
 		l, err := c.tryLock(ctx, keys, ttl, token, cfg, fam, markFor(ctx, intent))
 		if err == nil || !retryable(err) {
 			if err != nil && last != nil && ctx.Err() != nil && !errors.Is(err, ErrInvalid) {
@@ -67,6 +68,11 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 			}
 			w = c.hub.join(c, on, fam != nil && fam.kind == kindRead, false)
 			wake = w.wake
+			if c.hub.local.Load() != local {
+				// One of this Client's Unlocks ran before the join and
+				// may have freed the key: its wake found no waiter.
+				w.notify()
+			}
 		}
 		d := jitter(cfg.retryDelay)
 		if timer == nil {

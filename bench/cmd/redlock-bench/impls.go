@@ -70,6 +70,35 @@ func oursOne(name string, opts ...redlock.Option) maker {
 	return m
 }
 
+// oursTwo is two Clients of this library on the same nodes, whose lock
+// alternates between them: in the hand-off scenario the holder and the
+// waiter are on different Clients, as in two processes, so the waiter is
+// woken by the nodes' release announcements (pub/sub), not in process.
+func oursTwo(name string) maker {
+	return oursFrom(name, func(cs []redis.UniversalClient) (locker, error) {
+		a, err := redlock.New(cs)
+		if err != nil {
+			return nil, err
+		}
+		b, err := redlock.New(cs)
+		if err != nil {
+			_ = a.Close()
+			return nil, err
+		}
+		return &alternating{ls: []*redlock.Client{a, b}}, nil
+	})
+}
+
+// alternating is a locker whose calls go to its Clients in turn.
+type alternating struct {
+	ls    []*redlock.Client
+	calls atomic.Uint64
+}
+
+func (a *alternating) Lock(ctx context.Context, key string, ttl time.Duration, opts ...redlock.Option) (*redlock.Lock, error) {
+	return a.ls[(a.calls.Add(1)-1)%uint64(len(a.ls))].Lock(ctx, key, ttl, opts...)
+}
+
 // oursFrom is our lock built by build (New, or a variant such as MultiLock).
 func oursFrom(name string, build func([]redis.UniversalClient) (locker, error)) maker {
 	return maker{name: name, nodes: 5, new: func(name string, cs []redis.UniversalClient) (impl, error) {

@@ -201,8 +201,8 @@ func targets(rows []row) []target {
 	// to the floor every client shares (the loopback writes, the servers).
 	info("raw floor p50 vs redsync WithFailFast", "raw floor / redsync WithFailFast",
 		ratio(p50(scUncontended, implRawFloor), p50(scUncontended, implFailFast)), "×")
-	info("hand-off p50, 5 nodes vs rueidislock on 1, two lockers", "redlock / rueidislock (1 node), two lockers",
-		ratio(p50(scHandoff, implOurs), p50(scHandoff, implRueidis2)), "×")
+	info("hand-off p50, 5 nodes vs rueidislock on 1, two lockers", "redlock, two Clients / rueidislock (1 node), two lockers",
+		ratio(p50(scHandoff, implOursTwo), p50(scHandoff, implRueidis2)), "×")
 	info("hand-off p50, 1 node vs rueidislock", "redlock (1 node) / rueidislock (1 node)",
 		ratio(p50(scHandoff, implOurs1), p50(scHandoff, implRueidis)), "×")
 	info("1 node: uncontended p50 vs rueidislock", "redlock (1 node) / rueidislock (1 node)",
