@@ -462,7 +462,7 @@ func (r *electionRun) pauseLeader(ctx context.Context, what string, cut bool) er
 		r.pauses = append(r.pauses, p)
 		r.mu.Unlock()
 		e.note("leader client %d (term %d) pauses past its TTL %s", c.id, ld.Term(), what)
-		err = r.awaitNext(ctx, c, failoverBound(e.p.TTL)+recoveryWait)
+		err = r.awaitNext(ctx, p.term, failoverBound(e.p.TTL)+recoveryWait)
 		if err == nil {
 			err = sleep(ctx, e.p.TTL/4)
 		}
@@ -475,13 +475,18 @@ func (r *electionRun) pauseLeader(ctx context.Context, what string, cut bool) er
 	}
 }
 
-// awaitNext waits until a candidate other than old leads, for at most d.
-func (r *electionRun) awaitNext(ctx context.Context, old *candidate, d time.Duration) error {
+// awaitNext waits until a candidate leads with a term above term, the
+// paused leadership's, for at most d. Any other candidate's leadership
+// would not do: a leader paused earlier still holds its deposed one
+// (c.ld) for the moments between its thaw and its look at Validity, so a
+// pause that began right after a thaw would end at once, never past its
+// TTL.
+func (r *electionRun) awaitNext(ctx context.Context, term int64, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		for _, c := range r.cands {
 			c.mu.Lock()
-			ok := c != old && c.ld != nil
+			ok := c.ld != nil && c.ld.Term() > term
 			c.mu.Unlock()
 			if ok {
 				return nil
@@ -521,6 +526,11 @@ func (r *electionRun) check(parts []window) {
 		case d > bound:
 			e.failf("failover took %s after client %d's pause at %s %s: want at most %s (%s)",
 				ms(d), p.client, ms(p.at), p.what, ms(bound), why)
+		case p.at+d >= p.to:
+			// Else the failover measured is a later one's, and the late
+			// write below is never checked.
+			e.failf("client %d's pause at %s %s ended at %s, before the next leader was elected (%s after the pause began): want it paused past its leadership",
+				p.client, ms(p.at), p.what, ms(p.to), ms(d))
 		}
 		e.note("failover %s after client %d's pause %s", ms(d), p.client, p.what)
 		if !p.late {
