@@ -474,3 +474,11 @@ func everyNodeState(t *testing.T, n int, hold func(c redis.UniversalClient, key 
 		check(sc)
 	}
 }
+
+// rlock takes a read lock of k for ttl on rl, which must be granted.
+func rlock(t testing.TB, rl *redlock.Client, k string, ttl time.Duration) *redlock.Lock {
+	t.Helper()
+	r, err := rl.TryRLock(context.Background(), k, ttl)
+	require.NoError(t, err)
+	return r
+}
