@@ -510,12 +510,7 @@ func TestWriterMarkAutoExtendedReaders(t *testing.T) {
 	}
 	unlocking.Store(true)
 	require.NoError(t, readers[len(readers)-1].Unlock(ctx))
-	select {
-	case err := <-granted:
-		require.NoError(t, err)
-	case <-time.After(40 * time.Second):
-		t.Fatal("the writer was not granted within 40s of the readers' Unlock")
-	}
+	awaitNoError(t, granted, 40*time.Second, "the writer was not granted within 40s of the readers' Unlock")
 	requireRWGone(t, clients, k, 10*time.Second)
 }
 
@@ -1654,9 +1649,7 @@ func TestWriterNotStarvedWithSilentNode(t *testing.T) {
 	ctx := context.Background()
 	k := key(t)
 	// Contact every node before the pause: a first contact waits longer.
-	r0, err := rl.TryRLock(ctx, k, time.Second)
-	require.NoError(t, err)
-	require.NoError(t, r0.Unlock(ctx))
+	require.NoError(t, rlock(t, rl, k, time.Second).Unlock(ctx))
 	require.NoError(t, nodes[2].Pause())
 	t.Cleanup(func() { _ = nodes[2].Resume() })
 	took := overlappingReaders(t, rl, k, 8, 40*time.Millisecond)
