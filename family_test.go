@@ -743,9 +743,7 @@ func TestFamilyTinyTimeouts(t *testing.T) {
 	var acquired atomic.Int64
 	var wg sync.WaitGroup
 	for g := range 24 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(g), 3))
 			for ctx.Err() == nil {
 				h := &hold{}
@@ -780,7 +778,7 @@ func TestFamilyTinyTimeouts(t *testing.T) {
 				mu.Unlock()
 				_ = h.l.Unlock(context.Background())
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	t.Logf("%d acquisitions with a 1ms node timeout", acquired.Load())
@@ -796,8 +794,7 @@ func TestFamilyConcurrentExtend(t *testing.T) {
 	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
-	r, err := rl.TryRLock(ctx, k+"-r", 10*time.Second)
-	require.NoError(t, err)
+	r := rlock(t, rl, k+"-r", 10*time.Second)
 	p, err := rl.TryAcquire(ctx, k+"-s", 2, 10*time.Second)
 	require.NoError(t, err)
 	for _, tc := range []struct {
@@ -807,11 +804,9 @@ func TestFamilyConcurrentExtend(t *testing.T) {
 		for i := range 150 {
 			var wg sync.WaitGroup
 			for _, ttl := range []time.Duration{10 * time.Second, 300 * time.Millisecond} {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
+				wg.Go(func() {
 					_ = tc.l.Extend(ctx, ttl) // may fail under load; the promise must hold anyway
-				}()
+				})
 			}
 			wg.Wait()
 			var left []time.Duration
@@ -984,9 +979,7 @@ func TestSemaphoreLimitChangeAndExpiredPermit(t *testing.T) {
 	held, maxHeld := 0, 0
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := 0; i < 15; i++ {
 				p, err := rl.TryAcquire(ctx, k, 2, time.Second)
 				if err != nil {
@@ -1004,7 +997,7 @@ func TestSemaphoreLimitChangeAndExpiredPermit(t *testing.T) {
 				mu.Unlock()
 				_ = p.Unlock(ctx)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	require.LessOrEqual(t, maxHeld, 2)

@@ -474,3 +474,85 @@ func everyNodeState(t *testing.T, n int, hold func(c redis.UniversalClient, key 
 		check(sc)
 	}
 }
+
+// rlock takes a read lock of k for ttl on rl, which must be granted.
+func rlock(t testing.TB, rl *redlock.Client, k string, ttl time.Duration) *redlock.Lock {
+	t.Helper()
+	r, err := rl.TryRLock(context.Background(), k, ttl)
+	require.NoError(t, err)
+	return r
+}
+
+// tryLock takes the lock k for ttl on rl, which must be granted.
+func tryLock(t testing.TB, rl *redlock.Client, k string, ttl time.Duration) *redlock.Lock {
+	t.Helper()
+	l, err := rl.TryLock(context.Background(), k, ttl)
+	require.NoError(t, err)
+	return l
+}
+
+// awaitNoError fails the test with msg unless an error comes from ch
+// within d, and fails it if that error is not nil.
+func awaitNoError(t testing.TB, ch <-chan error, d time.Duration, msg string) {
+	t.Helper()
+	select {
+	case err := <-ch:
+		require.NoError(t, err)
+	case <-time.After(d):
+		t.Fatal(msg)
+	}
+}
+
+// requireNotObtained checks that an acquisition failed with
+// ErrNotObtained and no lock, and returns its per-node detail.
+func requireNotObtained(t testing.TB, l *redlock.Lock, err error, msgAndArgs ...any) *redlock.QuorumError {
+	t.Helper()
+	require.ErrorIs(t, err, redlock.ErrNotObtained, msgAndArgs...)
+	require.Nil(t, l, msgAndArgs...)
+	var qe *redlock.QuorumError
+	require.ErrorAs(t, err, &qe, msgAndArgs...)
+	return qe
+}
+
+// unboundedClients returns a go-redis client per node with no read or
+// write timeout and no retries: a request to a stopped node waits for it.
+func unboundedClients(t testing.TB, nodes []*redisnode.Node) []redis.UniversalClient {
+	t.Helper()
+	clients := make([]redis.UniversalClient, len(nodes))
+	for i, nd := range nodes {
+		c := redis.NewClient(&redis.Options{Addr: nd.Addr(), ReadTimeout: -1, WriteTimeout: -1, MaxRetries: -1})
+		t.Cleanup(func() { _ = c.Close() })
+		clients[i] = c
+	}
+	return clients
+}
+
+// lostLocks counts the locks that were lost, and returns the first
+// loss's error.
+func lostLocks(locks []*redlock.Lock) (lost int, first error) {
+	for _, l := range locks {
+		if err := l.Err(); err != nil {
+			lost++
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	return lost, first
+}
+
+// benchHeldKey returns a Client on 3 nodes, closed when the benchmark
+// ends, and one key that it holds for an hour with metadata.
+func benchHeldKey(b *testing.B) (*redlock.Client, []string) {
+	b.Helper()
+	rl, err := redlock.New(benchClients(b, 3))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = rl.Close() })
+	keys := benchKeys(b, 1)
+	if _, err := rl.TryLock(context.Background(), keys[0], time.Hour, redlock.WithMetadata("host-a pid 4242")); err != nil {
+		b.Fatal(err)
+	}
+	return rl, keys
+}

@@ -346,16 +346,8 @@ func TestInspectForeignValue(t *testing.T) {
 // BenchmarkTryLockContended (an acquire refused, which now reads the
 // holder's metadata and TTL).
 func BenchmarkInspect(b *testing.B) {
-	rl, err := redlock.New(benchClients(b, 3))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = rl.Close() })
+	rl, keys := benchHeldKey(b)
 	ctx := context.Background()
-	keys := benchKeys(b, 1)
-	if _, err := rl.TryLock(ctx, keys[0], time.Hour, redlock.WithMetadata("host-a pid 4242")); err != nil {
-		b.Fatal(err)
-	}
 	inspect := func(k string) error {
 		h, err := rl.Inspect(ctx, k)
 		if err == nil && h.State != redlock.HoldHeld {
@@ -370,16 +362,8 @@ func BenchmarkInspect(b *testing.B) {
 // BenchmarkTryLockContended is one TryLock refused by a holder with
 // metadata, on 3 nodes.
 func BenchmarkTryLockContended(b *testing.B) {
-	rl, err := redlock.New(benchClients(b, 3))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = rl.Close() })
+	rl, keys := benchHeldKey(b)
 	ctx := context.Background()
-	keys := benchKeys(b, 1)
-	if _, err := rl.TryLock(ctx, keys[0], time.Hour, redlock.WithMetadata("host-a pid 4242")); err != nil {
-		b.Fatal(err)
-	}
 	try := func(k string) error {
 		if _, err := rl.TryLock(ctx, k, benchTTL); !errors.Is(err, redlock.ErrContended) {
 			return fmt.Errorf("want ErrContended, got %v", err)

@@ -93,10 +93,7 @@ func TestMultiLockSubsets(t *testing.T) {
 			}
 			require.NoError(t, l.Unlock(ctx), name)
 		} else {
-			require.ErrorIs(t, err, redlock.ErrNotObtained, name)
-			require.Nil(t, l, name)
-			var qe *redlock.QuorumError
-			require.ErrorAs(t, err, &qe, name)
+			qe := requireNotObtained(t, l, err, name)
 			require.Equal(t, 5, qe.Quorum, name)
 			require.Len(t, qe.Nodes, 5, name)
 			// The round decides on the first refusal or failure.
@@ -322,12 +319,7 @@ func TestMultiLockLock(t *testing.T) {
 		done <- err
 	}()
 	require.NoError(t, held.Unlock(ctx))
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("want Lock to win after Unlock, still waiting after 5s")
-	}
+	awaitNoError(t, done, 5*time.Second, "want Lock to win after Unlock, still waiting after 5s")
 	require.Equal(t, keys[1], got.Key())
 	require.NoError(t, got.Unlock(ctx))
 }
@@ -537,9 +529,7 @@ func TestKeysOverlap(t *testing.T) {
 				}
 				set := []int{w % 4, (w + 1) % 4}
 				keys := []string{u[set[0]], u[set[1]]}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
+				wg.Go(func() {
 					ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 					defer cancel()
 					for i := 0; i < iters; i++ {
@@ -561,7 +551,7 @@ func TestKeysOverlap(t *testing.T) {
 						wins.Add(1)
 						assert.NoError(t, l.Unlock(ctx))
 					}
-				}()
+				})
 			}
 			wg.Wait()
 			require.Equal(t, int32(workers*iters), wins.Load())

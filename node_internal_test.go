@@ -132,23 +132,15 @@ func TestPipelineNoScriptInBatch(t *testing.T) {
 	c, err := New(clients)
 	require.NoError(t, err)
 
-	stop := make(chan struct{})
+	lp := newLoops(t)
 	var flushes atomic.Int64
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
+	lp.run(func(int) {
+		for _, cl := range clients {
+			if cl.ScriptFlush(context.Background()).Err() == nil {
+				flushes.Add(1)
 			}
-			for _, cl := range clients {
-				if cl.ScriptFlush(context.Background()).Err() == nil {
-					flushes.Add(1)
-				}
-			}
-			time.Sleep(time.Millisecond)
 		}
+		time.Sleep(time.Millisecond)
 	})
 	ctx := context.Background()
 	var n, lost atomic.Int64
@@ -167,8 +159,7 @@ func TestPipelineNoScriptInBatch(t *testing.T) {
 		})
 	}
 	workers.Wait()
-	close(stop)
-	wg.Wait()
+	lp.stop()
 	require.Positive(t, flushes.Load())
 	require.Less(t, lost.Load(), n.Load()/2, "most attempts must still win")
 	requireNoKeys(t, clients)
@@ -292,105 +283,6 @@ func TestPipelineLeadersEndAfterChurn(t *testing.T) {
 
 // ---- The leader's own connection (a go-redis Tx held open by a Watch
 // on a goroutine of its own): taken, given back, dropped on failure.
-
-// eventually polls cond every 5ms until it holds or wait passes.
-func eventually(t *testing.T, wait time.Duration, cond func() bool, format string, args ...any) {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: "+format, append([]any{wait}, args...)...)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// takeWatchers counts the goroutines that hold a leader's Tx open (the
-// Watch of leaderConn.take).
-func takeWatchers() int {
-	buf := make([]byte, 1<<22)
-	buf = buf[:runtime.Stack(buf, true)]
-	n := 0
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "node.(*leaderConn).take.func") {
-			n++
-		}
-	}
-	return n
-}
-
-// nodeClient is a go-redis client of nd with the test defaults (no
-// retries, short timeouts) changed by mod, closed when the test ends.
-func nodeClient(t *testing.T, nd *redisnode.Node, mod func(*redis.Options)) *redis.Client {
-	t.Helper()
-	o := &redis.Options{Addr: nd.Addr(), Password: nd.Password(), MaxRetries: -1, DialerRetries: 1,
-		DialTimeout: 250 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond}
-	if mod != nil {
-		mod(o)
-	}
-	cl := redis.NewClient(o)
-	t.Cleanup(func() { _ = cl.Close() })
-	return cl
-}
-
-func nodeClients(t *testing.T, nodes []*redisnode.Node, mod func(*redis.Options)) []redis.UniversalClient {
-	t.Helper()
-	out := make([]redis.UniversalClient, len(nodes))
-	for i, nd := range nodes {
-		out[i] = nodeClient(t, nd, mod)
-	}
-	return out
-}
-
-// newTestClient is New with a per-node timeout far above a reply's time on a
-// loaded machine, closed when the test ends.
-func newTestClient(t *testing.T, clients []redis.UniversalClient, opts ...Option) *Client {
-	t.Helper()
-	c, err := New(clients, append([]Option{WithNodeTimeout(250 * time.Millisecond)}, opts...)...)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
-// requireSettled waits until no leader holds a Tx and every client's pool
-// has all its connections idle: none was kept out of the pool.
-func requireSettled(t *testing.T, clients []redis.UniversalClient) {
-	t.Helper()
-	eventually(t, 5*time.Second, func() bool { return takeWatchers() == 0 }, "%d Watch goroutines left", takeWatchers())
-	for i, cl := range clients {
-		rc := cl.(*redis.Client)
-		eventually(t, 2*time.Second, func() bool {
-			s := rc.PoolStats()
-			return s.TotalConns == s.IdleConns
-		}, "node %d: connections out of the pool: %+v", i, rc.PoolStats())
-	}
-}
-
-// lockCycles runs workers goroutines of n TryLock+Unlock cycles on
-// distinct keys and returns the errors.
-func lockCycles(c *Client, name string, workers, n int) []error {
-	ctx := context.Background()
-	var mu sync.Mutex
-	var errs []error
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := range n {
-				l, err := c.TryLock(ctx, fmt.Sprintf("%s-%d-%d", name, w, i), 10*time.Second)
-				if err == nil {
-					err = l.Unlock(ctx)
-				}
-				if err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return errs
-}
 
 // gateHook holds the SET of one key (a lock's acquire) until open is
 // closed, after signalling entered.
@@ -549,8 +441,7 @@ func TestLeaderConnMixedTraffic(t *testing.T) {
 			}
 			c := newTestClient(t, clients, WithNodeTimeout(time.Second))
 			ctx := context.Background()
-			stop := make(chan struct{})
-			var direct sync.WaitGroup
+			direct := newLoops(t)
 			var directErr atomic.Pointer[error]
 			fail := func(err error) {
 				if err != nil && !errors.Is(err, redis.Nil) {
@@ -558,47 +449,40 @@ func TestLeaderConnMixedTraffic(t *testing.T) {
 				}
 			}
 			for g := range 3 {
-				direct.Go(func() {
-					for i := 0; ; i++ {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						cl := clients[(g+i)%len(clients)].(*redis.Client)
-						k := fmt.Sprintf("direct-%d-%d", g, i)
-						switch i % 4 {
-						case 0:
-							fail(cl.Set(ctx, k, "v", time.Second).Err())
-							fail(cl.Get(ctx, k).Err())
-						case 1:
-							_, err := cl.Pipelined(ctx, func(p redis.Pipeliner) error {
-								p.Ping(ctx)
-								p.Del(ctx, k)
+				direct.run(func(i int) {
+					cl := clients[(g+i)%len(clients)].(*redis.Client)
+					k := fmt.Sprintf("direct-%d-%d", g, i)
+					switch i % 4 {
+					case 0:
+						fail(cl.Set(ctx, k, "v", time.Second).Err())
+						fail(cl.Get(ctx, k).Err())
+					case 1:
+						_, err := cl.Pipelined(ctx, func(p redis.Pipeliner) error {
+							p.Ping(ctx)
+							p.Del(ctx, k)
+							return nil
+						})
+						fail(err)
+					case 2:
+						fail(cl.Watch(ctx, func(tx *redis.Tx) error {
+							_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+								p.Set(ctx, k, "w", time.Second)
 								return nil
 							})
-							fail(err)
-						case 2:
-							fail(cl.Watch(ctx, func(tx *redis.Tx) error {
-								_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-									p.Set(ctx, k, "w", time.Second)
-									return nil
-								})
-								return err
-							}, k))
-						case 3:
-							cn := cl.Conn()
-							fail(cn.Ping(ctx).Err())
-							fail(cn.Close())
-						}
+							return err
+						}, k))
+					case 3:
+						cn := cl.Conn()
+						fail(cn.Ping(ctx).Err())
+						fail(cn.Close())
 					}
 				})
 			}
 			added := make([]*countHook, len(clients))
-			direct.Go(func() {
-				for i := range added {
-					added[i] = new(countHook)
-				}
+			for i := range added {
+				added[i] = new(countHook)
+			}
+			direct.wg.Go(func() {
 				for r := range 5 {
 					for i, cl := range clients {
 						if r == 0 {
@@ -621,44 +505,13 @@ func TestLeaderConnMixedTraffic(t *testing.T) {
 					return added[i].n.Load() > base+1
 				}, "node %d: the hook added to its client never saw a lock request", i)
 			}
-			close(stop)
-			direct.Wait()
+			direct.stop()
 			if p := directErr.Load(); p != nil {
 				t.Fatalf("direct traffic: %v", *p)
 			}
-			requireNoLockKeys(t, clients, t.Name())
-			require.NoError(t, c.Close())
-			requireSettled(t, clients)
+			endLoad(t, clients, clients, c)
 		})
 	}
-}
-
-// endLoad ends a test of Clients lcs on clients: no key named after the
-// test is left on the nodes (seen through keyNodes), every Client
-// closes without an error, and clients' pools settle (requireSettled).
-func endLoad(t *testing.T, keyNodes []redis.UniversalClient, lcs []*Client, clients []redis.UniversalClient) {
-	t.Helper()
-	requireNoLockKeys(t, keyNodes, t.Name())
-	for _, c := range lcs {
-		require.NoError(t, c.Close())
-	}
-	requireSettled(t, clients)
-}
-
-// requireNoLockKeys waits (bounded) until no key with prefix is left on
-// any node: every lock was released everywhere.
-func requireNoLockKeys(t *testing.T, clients []redis.UniversalClient, prefix string) {
-	t.Helper()
-	ctx := context.Background()
-	eventually(t, 5*time.Second, func() bool {
-		for _, cl := range clients {
-			ks, err := cl.Keys(ctx, prefix+"*").Result()
-			if err != nil || len(ks) > 0 {
-				return false
-			}
-		}
-		return true
-	}, "lock keys left on the nodes")
 }
 
 // TestLeaderConnCloseDuringTraffic: Client.Close, and Close of one node's
@@ -667,9 +520,7 @@ func requireNoLockKeys(t *testing.T, clients []redis.UniversalClient, prefix str
 // released, and no Watch goroutine or borrowed connection is left.
 func TestLeaderConnCloseDuringTraffic(t *testing.T) {
 	t.Run("Client.Close", func(t *testing.T) {
-		nodes := redistest.Nodes(t, 3)
-		clients := nodeClients(t, nodes, nil)
-		c := newTestClient(t, clients)
+		_, clients, c := setup(t, 3, nil)
 		ctx := context.Background()
 		var wg sync.WaitGroup
 		var bad atomic.Pointer[error]
@@ -708,54 +559,46 @@ func TestLeaderConnCloseDuringTraffic(t *testing.T) {
 		requireSettled(t, clients)
 	})
 	t.Run("go-redis Close", func(t *testing.T) {
-		nodes := redistest.Nodes(t, 5)
-		clients := nodeClients(t, nodes, nil)
-		c := newTestClient(t, clients)
+		_, clients, c := setup(t, 5, nil)
 		ctx := context.Background()
-		var wg sync.WaitGroup
+		lp := newLoops(t)
 		var cycles atomic.Int64
 		var bad atomic.Pointer[error]
-		stop := make(chan struct{})
 		for w := range 8 {
-			wg.Go(func() {
-				for i := 0; ; i++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					l, err := c.TryLock(ctx, fmt.Sprintf("%s-%d-%d", t.Name(), w, i), 10*time.Second)
-					if err == nil {
-						// Unlock reports the closed node; its release
-						// is retried in the background.
-						if uerr := l.Unlock(ctx); uerr != nil && !errors.Is(uerr, redis.ErrClosed) {
-							var qe *QuorumError
-							if !errors.As(uerr, &qe) {
-								err = uerr
-							}
+			failed := false // this worker stops at its first error
+			lp.run(func(i int) {
+				if failed {
+					time.Sleep(time.Millisecond)
+					return
+				}
+				l, err := c.TryLock(ctx, fmt.Sprintf("%s-%d-%d", t.Name(), w, i), 10*time.Second)
+				if err == nil {
+					// Unlock reports the closed node; its release
+					// is retried in the background.
+					if uerr := l.Unlock(ctx); uerr != nil && !errors.Is(uerr, redis.ErrClosed) {
+						var qe *QuorumError
+						if !errors.As(uerr, &qe) {
+							err = uerr
 						}
 					}
-					if err != nil {
-						bad.CompareAndSwap(nil, &err)
-						return
-					}
-					cycles.Add(1)
 				}
+				if err != nil {
+					failed = true
+					bad.CompareAndSwap(nil, &err)
+					return
+				}
+				cycles.Add(1)
 			})
 		}
 		eventually(t, 5*time.Second, func() bool { return cycles.Load() >= 50 }, "no traffic")
 		require.NoError(t, clients[0].Close())
 		n := cycles.Load()
 		eventually(t, 5*time.Second, func() bool { return cycles.Load() >= n+100 }, "locks stopped after a go-redis client closed")
-		close(stop)
-		wg.Wait()
+		lp.stop()
 		if p := bad.Load(); p != nil {
 			t.Fatal(*p)
 		}
-		requireNoLockKeys(t, clients[1:], t.Name())
-		require.NoError(t, c.Close())
-		eventually(t, 5*time.Second, func() bool { return takeWatchers() == 0 }, "%d Watch goroutines left", takeWatchers())
-		requireSettled(t, clients[1:])
+		endLoad(t, clients[1:], clients[1:], c)
 	})
 }
 
@@ -779,27 +622,20 @@ func TestLeaderConnSmallPool(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			nodes := redistest.Nodes(t, 3)
-			clients := nodeClients(t, nodes, tc.mod)
-			lcs := make([]*Client, 3)
-			for i := range lcs {
-				lcs[i] = newTestClient(t, clients, WithNodeTimeout(2*time.Second))
-			}
-			var wg sync.WaitGroup
-			errs := make([][]error, len(lcs))
-			for i, c := range lcs {
-				wg.Go(func() { errs[i] = lockCycles(c, fmt.Sprintf("%s-%d", t.Name(), i), 3, 30) })
-			}
+			clients := nodeClients(t, redistest.Nodes(t, 3), tc.mod)
+			lcs := newTestClients(t, clients, 3, WithNodeTimeout(2*time.Second))
 			ctx := context.Background()
+			var direct sync.WaitGroup
 			var derr atomic.Pointer[error]
-			wg.Go(func() {
+			direct.Go(func() {
 				for i := range 100 {
 					if err := clients[i%len(clients)].Ping(ctx).Err(); err != nil {
 						derr.CompareAndSwap(nil, &err)
 					}
 				}
 			})
-			wg.Wait()
+			errs := cyclesOn(lcs, t.Name(), 3, 30)
+			direct.Wait()
 			for i := range errs {
 				require.Empty(t, errs[i], "client %d", i)
 			}
@@ -809,7 +645,7 @@ func TestLeaderConnSmallPool(t *testing.T) {
 			for i, cl := range clients {
 				require.LessOrEqual(t, int(cl.(*redis.Client).PoolStats().TotalConns), 20, "node %d", i)
 			}
-			endLoad(t, clients, lcs, clients)
+			endLoad(t, clients, clients, lcs...)
 		})
 	}
 }
@@ -820,31 +656,10 @@ func TestLeaderConnSmallPool(t *testing.T) {
 // most cycles succeed, and every lock granted, and every acquire that
 // may have landed, is released everywhere in the end.
 func TestLeaderConnClientKillStorm(t *testing.T) {
-	nodes := redistest.Nodes(t, 5)
-	clients := nodeClients(t, nodes, nil)
-	admins := make([]*redis.Client, len(nodes))
-	for i, nd := range nodes {
-		admins[i] = nodeClient(t, nd, nil)
-	}
-	c := newTestClient(t, clients)
+	nodes, clients, c := setup(t, 5, nil)
 	ctx := context.Background()
-	stop := make(chan struct{})
-	var killer sync.WaitGroup
-	var kills atomic.Int64
-	killer.Go(func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			// Not the admin's own connection (SKIPME yes).
-			if admins[i%len(admins)].ClientKillByFilter(ctx, "TYPE", "normal").Err() == nil {
-				kills.Add(1)
-			}
-			time.Sleep(time.Millisecond) // pacing, not synchronization
-		}
-	})
+	killer := newLoops(t)
+	kills := killStorm(killer, adminClients(t, nodes))
 	var wg sync.WaitGroup
 	var ok, failed atomic.Int64
 	var slow atomic.Pointer[time.Duration]
@@ -866,16 +681,13 @@ func TestLeaderConnClientKillStorm(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	close(stop)
-	killer.Wait()
+	killer.stop()
 	if d := slow.Load(); d != nil {
 		t.Fatalf("a lock cycle took %v", *d)
 	}
 	t.Logf("%d kills; %d cycles granted, %d not", kills.Load(), ok.Load(), failed.Load())
 	require.Greater(t, ok.Load(), 2*failed.Load(), "a connection closed under a request is resent on a live one")
-	requireNoLockKeys(t, clients, t.Name())
-	require.NoError(t, c.Close())
-	requireSettled(t, clients)
+	endLoad(t, clients, clients, c)
 }
 
 // TestLeaderConnRestartAndPause: a node killed and restarted while its leader
@@ -883,20 +695,10 @@ func TestLeaderConnClientKillStorm(t *testing.T) {
 // granted by the quorum within the per-node timeout, and released
 // everywhere once the node answers again.
 func TestLeaderConnRestartAndPause(t *testing.T) {
-	nodes := redistest.Nodes(t, 5)
-	clients := nodeClients(t, nodes, nil)
-	c := newTestClient(t, clients)
+	nodes, clients, c := setup(t, 5, nil)
 	ctx := context.Background()
-	cycle := func(k string) {
-		t.Helper()
-		l, err := c.TryLock(ctx, k, 10*time.Second)
-		require.NoError(t, err)
-		require.NoError(t, l.Unlock(ctx))
-	}
 	// Back-to-back: the leaders keep their connections.
-	for i := range 20 {
-		cycle(fmt.Sprintf("%s-warm-%d", t.Name(), i))
-	}
+	require.Empty(t, lockCycles(c, t.Name()+"-warm", 1, 20))
 	require.NoError(t, nodes[0].Restart())
 	k := t.Name() + "-restarted"
 	l, err := c.TryLock(ctx, k, 10*time.Second)
@@ -905,27 +707,11 @@ func TestLeaderConnRestartAndPause(t *testing.T) {
 		"the restarted node never got the lock")
 	require.NoError(t, l.Unlock(ctx))
 
-	require.NoError(t, nodes[1].Pause())
-	resumed := false
-	defer func() {
-		if !resumed {
-			_ = nodes[1].Resume()
-		}
-	}()
-	k = t.Name() + "-paused"
-	start := time.Now()
-	l, err = c.TryLock(ctx, k, 10*time.Second)
-	require.NoError(t, err, "four answering nodes of five")
-	require.Less(t, time.Since(start), time.Second)
-	start = time.Now()
-	_ = l.Unlock(ctx) // the paused node fails; its release is retried
-	require.Less(t, time.Since(start), time.Second)
-	require.NoError(t, nodes[1].Resume())
-	resumed = true
+	resume := pause(t, nodes[1])
+	cycleWithin(t, c, t.Name()+"-paused", time.Second) // four answering nodes of five
+	resume()
 	requireNoLockKeys(t, clients, t.Name())
-	for i := range 5 {
-		cycle(fmt.Sprintf("%s-after-%d", t.Name(), i))
-	}
+	require.Empty(t, lockCycles(c, t.Name()+"-after", 1, 5))
 	require.NoError(t, c.Close())
 	requireSettled(t, clients)
 }
@@ -935,8 +721,7 @@ func TestLeaderConnRestartAndPause(t *testing.T) {
 // nodes grant every lock; once the hook stops, the node votes again; no
 // connection is lost to the pool.
 func TestLeaderConnPanickingHook(t *testing.T) {
-	nodes := redistest.Nodes(t, 5)
-	clients := nodeClients(t, nodes, nil)
+	clients := nodeClients(t, redistest.Nodes(t, 5), nil)
 	h := new(countHook)
 	clients[0].(*redis.Client).AddHook(h)
 	c := newTestClient(t, clients)
@@ -945,28 +730,8 @@ func TestLeaderConnPanickingHook(t *testing.T) {
 	require.Empty(t, lockCycles(c, t.Name()+"-armed", 8, 20))
 	h.panic.Store(false)
 	waitVotesAgain(t, c, clients[0])
-	requireNoLockKeys(t, clients, t.Name())
-	require.NoError(t, c.Close())
-	requireSettled(t, clients)
+	endLoad(t, clients, clients, c)
 }
-
-var key0Seq atomic.Int64
-
-// waitVotesAgain waits (3s at most) for node, once failing, to hold the
-// token of a lock c takes again.
-func waitVotesAgain(t *testing.T, c *Client, node redis.UniversalClient) {
-	t.Helper()
-	ctx := context.Background()
-	eventually(t, 3*time.Second, func() bool {
-		k := key0(t)
-		l, err := c.TryLock(ctx, k, 10*time.Second)
-		require.NoError(t, err)
-		defer func() { require.NoError(t, l.Unlock(ctx)) }()
-		return node.Get(ctx, k).Val() == l.Token()
-	}, "node 0 never voted again")
-}
-
-func key0(t *testing.T) string { return fmt.Sprintf("%s-%d", t.Name(), key0Seq.Add(1)) }
 
 // TestLeaderConnOnConnectFails: one node's OnConnect fails for a while, and
 // its connections are closed, so that leaders must open new ones. The
@@ -993,9 +758,7 @@ func TestLeaderConnOnConnectFails(t *testing.T) {
 	require.Empty(t, lockCycles(c, t.Name()+"-failing", 4, 10))
 	failing.Store(false)
 	waitVotesAgain(t, c, clients[0])
-	requireNoLockKeys(t, clients, t.Name())
-	require.NoError(t, c.Close())
-	requireSettled(t, clients)
+	endLoad(t, clients, clients, c)
 }
 
 // TestLeaderConnSessionState: a connection that a leader's Tx opens itself
@@ -1061,32 +824,15 @@ func sessionState(t *testing.T, clients, admins []redis.UniversalClient) {
 // leader ends, its Watch goroutine with it, its connection goes back to
 // the pool, and the lock is released there too.
 func TestLeaderConnNoReadTimeoutPaused(t *testing.T) {
-	nodes := redistest.Nodes(t, 5)
-	clients := nodeClients(t, nodes, func(o *redis.Options) { o.ReadTimeout, o.WriteTimeout = -1, -1 })
-	c := newTestClient(t, clients)
-	ctx := context.Background()
+	nodes, clients, c := setup(t, 5, func(o *redis.Options) { o.ReadTimeout, o.WriteTimeout = -1, -1 })
 	require.Empty(t, lockCycles(c, t.Name()+"-warm", 2, 10))
-	require.NoError(t, nodes[0].Pause())
-	resumed := false
-	defer func() {
-		if !resumed {
-			_ = nodes[0].Resume()
-		}
-	}()
-	k := t.Name() + "-paused"
-	start := time.Now()
-	l, err := c.TryLock(ctx, k, 10*time.Second)
-	require.NoError(t, err)
-	require.Less(t, time.Since(start), time.Second)
-	start = time.Now()
-	_ = l.Unlock(ctx)
-	require.Less(t, time.Since(start), time.Second)
+	resume := pause(t, nodes[0])
+	cycleWithin(t, c, t.Name()+"-paused", time.Second)
 	require.Empty(t, lockCycles(c, t.Name()+"-more", 2, 5))
-	start = time.Now()
+	start := time.Now()
 	require.NoError(t, c.Close())
 	require.Less(t, time.Since(start), 3*time.Second, "Close with a stalled request")
-	require.NoError(t, nodes[0].Resume())
-	resumed = true
+	resume()
 	requireSettled(t, clients)
 }
 
@@ -1123,7 +869,7 @@ func TestLeaderConnIdleLeadersGiveBack(t *testing.T) {
 			require.NoError(t, cl.Ping(ctx).Err(), "round %d: node %d: a direct user", round, i)
 		}
 	}
-	endLoad(t, clients, lcs, clients)
+	endLoad(t, clients, clients, lcs...)
 }
 
 // TestLeaderConnTakeDoesNotHoldRequests: taking a leader's connection runs on
@@ -1179,36 +925,21 @@ func TestLeaderConnMaxActiveEqualsPool(t *testing.T) {
 	clients := nodeClients(t, nodes, func(o *redis.Options) {
 		o.PoolSize, o.MaxActiveConns, o.PoolTimeout = 4, 4, 3*time.Second
 	})
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var cycErrs atomic.Int64
-	for i := range 4 {
-		c := newTestClient(t, clients)
-		for w := range 2 {
-			keepBusy(c, fmt.Sprintf("%s-%d-%d", t.Name(), i, w), stop, &cycErrs, &wg)
-		}
-	}
+	lp, _ := busyClients(t, clients, 4, 2)
 	var exhausted, other atomic.Int64
 	var firstOther atomic.Pointer[error]
+	ctx := context.Background()
 	for u := range 3 {
-		wg.Go(func() {
-			ctx := context.Background()
-			for j := 0; ; j++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				err := clients[j%len(clients)].Set(ctx, fmt.Sprintf("%s-user-%d", t.Name(), u), j, time.Second).Err()
-				switch {
-				case errors.Is(err, redis.ErrPoolExhausted):
-					exhausted.Add(1)
-				case err != nil:
-					other.Add(1)
-					firstOther.CompareAndSwap(nil, &err)
-				}
-				time.Sleep(500 * time.Microsecond)
+		lp.run(func(j int) {
+			err := clients[j%len(clients)].Set(ctx, fmt.Sprintf("%s-user-%d", t.Name(), u), j, time.Second).Err()
+			switch {
+			case errors.Is(err, redis.ErrPoolExhausted):
+				exhausted.Add(1)
+			case err != nil:
+				other.Add(1)
+				firstOther.CompareAndSwap(nil, &err)
 			}
+			time.Sleep(500 * time.Microsecond)
 		})
 	}
 	time.Sleep(800 * time.Millisecond)
@@ -1216,13 +947,12 @@ func TestLeaderConnMaxActiveEqualsPool(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	require.NoError(t, nodes[0].Restart())
 	time.Sleep(1200 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	lp.stop()
 	var fo error
 	if p := firstOther.Load(); p != nil {
 		fo = *p
 	}
-	t.Logf("direct users: %d ErrPoolExhausted, %d other errors (first %v; expected around the restart); %d cycles failed", exhausted.Load(), other.Load(), fo, cycErrs.Load())
+	t.Logf("direct users: %d ErrPoolExhausted, %d other errors (first %v; expected around the restart); %d cycles failed", exhausted.Load(), other.Load(), fo, lp.failed.Load())
 	if exhausted.Load() > 0 {
 		t.Errorf("direct users of a MaxActiveConns==PoolSize client got ErrPoolExhausted %d times", exhausted.Load())
 	}
@@ -1233,54 +963,21 @@ func TestLeaderConnMaxActiveEqualsPool(t *testing.T) {
 // again afterwards (a take that failed while the node was down must not
 // leave the busy leader off for good).
 func TestLeaderConnTakesAgainAfterRestart(t *testing.T) {
-	nodes := redistest.Nodes(t, 3)
-	clients := nodeClients(t, nodes, func(o *redis.Options) { o.PoolSize = 8 })
+	nodes, clients, c := setup(t, 3, func(o *redis.Options) { o.PoolSize = 8 })
 	s0 := node.ConnSlotsOf(clients[0].(*redis.Client))
-	c := newTestClient(t, clients)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var errs atomic.Int64
-	for w := range 6 {
-		keepBusy(c, fmt.Sprintf("%s-%d", t.Name(), w), stop, &errs, &wg)
-	}
-	defer func() { close(stop); wg.Wait() }()
+	lp := newLoops(t)
+	lp.cycles(c, t.Name(), 6)
 	eventually(t, 5*time.Second, func() bool { return s0.Held() > 0 }, "no leader of node 0 took a connection")
 	require.NoError(t, nodes[0].Kill())
 	time.Sleep(400 * time.Millisecond)
 	require.NoError(t, nodes[0].Restart())
 	time.Sleep(300 * time.Millisecond)
-	var took bool
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && !took; time.Sleep(time.Millisecond) {
-		took = s0.Held() > 0
-	}
-	if !took {
+	if !poll(5*time.Second, time.Millisecond, func() bool { return s0.Held() > 0 }) {
 		t.Errorf("node 0's busy leader never took a connection again within 5s of the restart")
 	}
 }
 
 // ---- Connection slots: the share of a shared pool that leaders hold.
-
-// keepBusy runs back-to-back TryLock+Unlock cycles on c until stop.
-func keepBusy(c *Client, name string, stop <-chan struct{}, errs *atomic.Int64, wg *sync.WaitGroup) {
-	wg.Go(func() {
-		ctx := context.Background()
-		for j := 0; ; j++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			l, err := c.TryLock(ctx, fmt.Sprintf("%s-%d", name, j), 5*time.Second)
-			if err == nil {
-				err = l.Unlock(ctx)
-			}
-			if err != nil {
-				errs.Add(1)
-				time.Sleep(time.Millisecond)
-			}
-		}
-	})
-}
 
 // TestConnSlotsSharedByTimeoutClones: go-redis's (*Client).WithTimeout
 // returns a new *redis.Client that shares the original's connection pool
@@ -1297,13 +994,12 @@ func TestConnSlotsSharedByTimeoutClones(t *testing.T) {
 }
 
 func slotsOverClones(t *testing.T, clone bool) {
-	nodes := redistest.Nodes(t, 3)
-	base := nodeClients(t, nodes, func(o *redis.Options) {
+	base := nodeClients(t, redistest.Nodes(t, 3), func(o *redis.Options) {
 		o.PoolSize, o.PoolTimeout = 4, 3*time.Second
 	})
 	const n = 4
 	lcs := make([]*Client, n)
-	clones := make([][]*redis.Client, n)
+	node0 := make([]*redis.Client, n) // each Client's go-redis client of node 0
 	for i := range lcs {
 		cl := make([]redis.UniversalClient, len(base))
 		for j, b := range base {
@@ -1311,79 +1007,47 @@ func slotsOverClones(t *testing.T, clone bool) {
 			if clone {
 				c = c.WithTimeout(500 * time.Millisecond)
 			}
-			clones[i] = append(clones[i], c)
 			cl[j] = c
 		}
+		node0[i] = cl[0].(*redis.Client)
 		lcs[i] = newTestClient(t, cl, WithNodeTimeout(500*time.Millisecond))
 	}
 	var autos []*Lock
 	for i, c := range lcs {
 		autos = append(autos, autoLocks(t, c, fmt.Sprintf("%s-auto-%d", t.Name(), i), 3, 400*time.Millisecond)...)
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var cycErrs atomic.Int64
+	lp := newLoops(t)
 	for i, c := range lcs {
-		for w := range 2 {
-			keepBusy(c, fmt.Sprintf("%s-%d-%d", t.Name(), i, w), stop, &cycErrs, &wg)
-		}
+		lp.cycles(c, fmt.Sprintf("%s-%d", t.Name(), i), 2)
 	}
-	// Sample the slots held on node 0's shared pool, over all clones.
-	var maxHeld atomic.Int32
-	wg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
+	// The slots held on node 0's shared pool, over all clones.
+	maxHeld := sampleMax(lp, func() int32 {
+		var sum int32
+		seen := map[*node.ConnSlots]bool{}
+		for _, cl := range node0 {
+			if s := node.ConnSlotsOf(cl); !seen[s] {
+				seen[s] = true
+				sum += s.Held()
 			}
-			var sum int32
-			seen := map[*node.ConnSlots]bool{}
-			for i := range n {
-				if s := node.ConnSlotsOf(clones[i][0]); !seen[s] {
-					seen[s] = true
-					sum += s.Held()
-				}
-			}
-			if sum > maxHeld.Load() {
-				maxHeld.Store(sum)
-			}
-			time.Sleep(time.Millisecond)
 		}
+		return sum
 	})
-	var pingMax time.Duration
-	var pingErr error
-	ctx := context.Background()
-	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
-		start := time.Now()
-		if err := base[0].Ping(ctx).Err(); err != nil && pingErr == nil {
-			pingErr = err
-		}
-		pingMax = max(pingMax, time.Since(start))
-		time.Sleep(2 * time.Millisecond)
-	}
-	close(stop)
-	wg.Wait()
+	stopPings := pinger(base[:1], 2*time.Millisecond)
+	time.Sleep(2 * time.Second) // the span measured; not a synchronization
+	pingMax, pingErr := stopPings()
+	lp.stop()
 	bound := node.ConnSlotsFor(base[0].(*redis.Client).Options())
 	t.Logf("bound %d; leaders held up to %d connections of node 0's shared pool of 4; slowest PING %v (err %v); %d cycles failed",
-		bound, maxHeld.Load(), pingMax, pingErr, cycErrs.Load())
+		bound, maxHeld.Load(), pingMax, pingErr, lp.failed.Load())
 	if maxHeld.Load() > bound {
 		t.Errorf("leaders of Clients on WithTimeout clones held %d connections of one pool at once; the bound is %d", maxHeld.Load(), bound)
 	}
 	if pingMax > time.Second || pingErr != nil {
 		t.Errorf("a direct PING on the shared client waited %v (err %v)", pingMax, pingErr)
 	}
-	lost := 0
-	var lostErr error
+	autosHeld(t, autos)
 	for _, l := range autos {
-		if err := l.Err(); err != nil {
-			lost++
-			lostErr = err
-		}
-		_ = l.Unlock(ctx)
-	}
-	if lost > 0 {
-		t.Errorf("%d of %d auto-extended locks lost; last: %v", lost, len(autos), lostErr)
+		_ = l.Unlock(context.Background())
 	}
 }
 
@@ -1395,157 +1059,93 @@ func slotsOverClones(t *testing.T, clone bool) {
 func TestConnSlotsNoLeakAfterChurn(t *testing.T) {
 	nodes := redistest.Nodes(t, 3)
 	clients := nodeClients(t, nodes, func(o *redis.Options) { o.PoolSize, o.PoolTimeout = 8, time.Second })
-	slots := make([]*node.ConnSlots, len(clients))
-	for i, c := range clients {
-		slots[i] = node.ConnSlotsOf(c.(*redis.Client))
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var cycErrs atomic.Int64
-	var lcs []*Client
-	for i := range 5 {
-		c := newTestClient(t, clients)
-		lcs = append(lcs, c)
-		for w := range 3 {
-			keepBusy(c, fmt.Sprintf("%s-%d-%d", t.Name(), i, w), stop, &cycErrs, &wg)
-		}
-	}
-	var maxHeld atomic.Int32
-	wg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
+	slots := slotsOf(clients)
+	lp, lcs := busyClients(t, clients, 5, 3)
+	maxHeld := sampleMax(lp, func() int32 {
+		var most int32
+		for _, s := range slots {
+			h := s.Held()
+			if h < 0 || h > s.Max() {
+				t.Errorf("slots held %d, max %d", h, s.Max())
 			}
-			for _, s := range slots {
-				if h := s.Held(); h > maxHeld.Load() {
-					maxHeld.Store(h)
-				}
-				if h := s.Held(); h < 0 || h > s.Max() {
-					t.Errorf("slots held %d, max %d", h, s.Max())
-				}
-			}
-			time.Sleep(time.Millisecond)
+			most = max(most, h)
 		}
+		return most
 	})
 	time.Sleep(300 * time.Millisecond)
 	require.NoError(t, nodes[0].Kill())
 	time.Sleep(300 * time.Millisecond)
 	require.NoError(t, nodes[0].Restart())
-	require.NoError(t, nodes[1].Pause())
+	resume := pause(t, nodes[1])
 	time.Sleep(700 * time.Millisecond) // past the 500ms read timeout
-	require.NoError(t, nodes[1].Resume())
+	resume()
 	_ = lcs[0].Close()
 	_ = lcs[1].Close()
 	time.Sleep(300 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	lp.stop()
 	for _, c := range lcs {
 		_ = c.Close()
 	}
-	t.Logf("max held %d; %d cycles failed (some expected: kill, pause, close)", maxHeld.Load(), cycErrs.Load())
-	for i, s := range slots {
-		eventually(t, 5*time.Second, func() bool { return s.Held() == 0 }, "node %d: %d slots still held after every Client closed", i, s.Held())
-	}
+	t.Logf("max held %d; %d cycles failed (some expected: kill, pause, close)", maxHeld.Load(), lp.failed.Load())
+	requireSlotsFree(t, slots, "after every Client closed")
 	// Leaders of a new Client take again.
 	c := newTestClient(t, clients)
-	stop2 := make(chan struct{})
-	var seen atomic.Bool
-	var wg2 sync.WaitGroup
-	for w := range 4 {
-		keepBusy(c, fmt.Sprintf("%s-again-%d", t.Name(), w), stop2, &cycErrs, &wg2)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) && !seen.Load() {
-		all := true
+	again := newLoops(t)
+	again.cycles(c, t.Name()+"-again", 4)
+	all := poll(5*time.Second, time.Millisecond, func() bool {
 		for _, s := range slots {
 			if s.Held() == 0 {
-				all = false
+				return false
 			}
 		}
-		if all {
-			seen.Store(true)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	close(stop2)
-	wg2.Wait()
+		return true
+	})
+	again.stop()
 	require.NoError(t, c.Close())
-	if !seen.Load() {
+	if !all {
 		t.Errorf("a new busy Client's leaders never held a slot on every node within 5s after the churn")
 	}
-	for i, s := range slots {
-		eventually(t, 5*time.Second, func() bool { return s.Held() == 0 }, "node %d: %d slots still held", i, s.Held())
-	}
+	requireSlotsFree(t, slots, "after the new Client closed")
 }
 
 // TestConnSlotsTakePanicGivesSlot: a take whose goroutine panics (the test
 // hook, standing in for go-redis) gives its slot back; with the hook
 // gone, leaders take again.
 func TestConnSlotsTakePanicGivesSlot(t *testing.T) {
-	nodes := redistest.Nodes(t, 3)
-	clients := nodeClients(t, nodes, func(o *redis.Options) { o.PoolSize = 4 })
+	clients := nodeClients(t, redistest.Nodes(t, 3), func(o *redis.Options) { o.PoolSize = 4 })
+	slots := slotsOf(clients)
 	var panics atomic.Int64
-	hook := func() { panics.Add(1); panic("test: take panics") }
-	node.SetTakeHook(hook)
+	node.SetTakeHook(func() { panics.Add(1); panic("test: take panics") })
 	defer node.SetTakeHook(nil)
 	c := newTestClient(t, clients)
 	require.Empty(t, lockCycles(c, t.Name(), 4, 30))
 	node.SetTakeHook(nil)
-	for i, cl := range clients {
-		s := node.ConnSlotsOf(cl.(*redis.Client))
-		eventually(t, 5*time.Second, func() bool { return s.Held() == 0 }, "node %d: %d slots held after panicking takes", i, s.Held())
-	}
+	requireSlotsFree(t, slots, "after panicking takes")
 	t.Logf("%d takes panicked", panics.Load())
 	// A panicking take ends its leader's connection attempts (lc.off) only
 	// for that leader's life: a new leader (after node.LeaderLinger) takes.
 	time.Sleep(2 * node.LeaderLinger)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var errs atomic.Int64
-	for w := range 4 {
-		keepBusy(c, fmt.Sprintf("%s-again-%d", t.Name(), w), stop, &errs, &wg)
-	}
-	s0 := node.ConnSlotsOf(clients[0].(*redis.Client))
-	var took bool
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && !took; time.Sleep(time.Millisecond) {
-		took = s0.Held() > 0
-	}
-	close(stop)
-	wg.Wait()
+	lp := newLoops(t)
+	lp.cycles(c, t.Name()+"-again", 4)
+	took := poll(5*time.Second, time.Millisecond, func() bool { return slots[0].Held() > 0 })
+	lp.stop()
 	require.True(t, took, "leaders never took a connection again after the panicking takes")
-	require.Zero(t, errs.Load())
+	require.Zero(t, lp.failed.Load())
 }
 
 // TestConnSlotsUserClosesSharedClient: the user closes the shared go-redis
 // clients while leaders hold or take connections: every slot comes back.
 func TestConnSlotsUserClosesSharedClient(t *testing.T) {
-	nodes := redistest.Nodes(t, 3)
-	clients := nodeClients(t, nodes, func(o *redis.Options) { o.PoolSize = 4 })
-	var slots []*node.ConnSlots
-	for _, c := range clients {
-		slots = append(slots, node.ConnSlotsOf(c.(*redis.Client)))
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var errs atomic.Int64
-	for i := range 3 {
-		c := newTestClient(t, clients)
-		for w := range 3 {
-			keepBusy(c, fmt.Sprintf("%s-%d-%d", t.Name(), i, w), stop, &errs, &wg)
-		}
-	}
+	clients := nodeClients(t, redistest.Nodes(t, 3), func(o *redis.Options) { o.PoolSize = 4 })
+	slots := slotsOf(clients)
+	lp, _ := busyClients(t, clients, 3, 3)
 	time.Sleep(400 * time.Millisecond)
 	for _, c := range clients {
 		_ = c.Close()
 	}
 	time.Sleep(300 * time.Millisecond)
-	close(stop)
-	wg.Wait()
-	for i, s := range slots {
-		eventually(t, 5*time.Second, func() bool { return s.Held() == 0 }, "node %d: %d slots held after the user closed the client", i, s.Held())
-	}
+	lp.stop()
+	requireSlotsFree(t, slots, "after the user closed the client")
 }
 
 // ---- go-redis options, hooks and shared clients under load: unusual
@@ -1627,52 +1227,6 @@ func checkExclusion(t *testing.T, r *loadRecorder, lcs []*Client, k string, work
 		})
 	}
 	wg.Wait()
-}
-
-// autoLocks takes n locks of ttl on c, named prefix-0 to prefix-(n-1),
-// and auto-extends each.
-func autoLocks(t *testing.T, c *Client, prefix string, n int, ttl time.Duration) []*Lock {
-	t.Helper()
-	ctx := context.Background()
-	autos := make([]*Lock, 0, n)
-	for i := range n {
-		l, err := c.TryLock(ctx, fmt.Sprintf("%s-%d", prefix, i), ttl)
-		require.NoError(t, err)
-		require.NoError(t, l.AutoExtend(ctx))
-		autos = append(autos, l)
-	}
-	return autos
-}
-
-// pinger is a direct user of clients: it PINGs them in turn, every
-// gap, until the returned stop is called, which reports the slowest
-// PING and the first error.
-func pinger(clients []redis.UniversalClient, gap time.Duration) (stop func() (time.Duration, error)) {
-	ctx := context.Background()
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	var slowest time.Duration
-	var first error
-	wg.Go(func() {
-		for i := 0; ; i++ {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			start := time.Now()
-			if err := clients[i%len(clients)].Ping(ctx).Err(); err != nil && first == nil {
-				first = err
-			}
-			slowest = max(slowest, time.Since(start))
-			time.Sleep(gap)
-		}
-	})
-	return func() (time.Duration, error) {
-		close(done)
-		wg.Wait()
-		return slowest, first
-	}
 }
 
 // runWorkload runs exclusion, cycles, Extends and AutoExtends over lcs.
@@ -1786,10 +1340,7 @@ func TestGoRedisOptions(t *testing.T) {
 				o.PoolTimeout = 2 * time.Second
 				tc.mod(o)
 			})
-			lcs := make([]*Client, 3)
-			for i := range lcs {
-				lcs[i] = newTestClient(t, clients, WithNodeTimeout(time.Second))
-			}
+			lcs := newTestClients(t, clients, 3, WithNodeTimeout(time.Second))
 			r := runWorkload(t, lcs, t.Name(), true)
 			r.check(t)
 			requireNoLockKeys(t, clients, t.Name())
@@ -1901,7 +1452,7 @@ func TestGoRedisHooks(t *testing.T) {
 					clients[i].(*redis.Client).AddHook(hooks[i])
 				}
 			}
-			lcs := []*Client{newTestClient(t, clients, WithNodeTimeout(time.Second)), newTestClient(t, clients, WithNodeTimeout(time.Second))}
+			lcs := newTestClients(t, clients, 2, WithNodeTimeout(time.Second))
 			if tc.late {
 				require.Empty(t, lockCycles(lcs[0], t.Name()+"-warm", 2, 5))
 				require.Empty(t, lockCycles(lcs[1], t.Name()+"-warm", 2, 5))
@@ -1919,7 +1470,7 @@ func TestGoRedisHooks(t *testing.T) {
 				h.after.Store(false)
 				h.delay.Store(0)
 			}
-			endLoad(t, clients, lcs, clients)
+			endLoad(t, clients, clients, lcs...)
 		})
 	}
 }
@@ -1929,50 +1480,27 @@ func TestGoRedisHooks(t *testing.T) {
 func TestGoRedisSharedClient(t *testing.T) {
 	for _, ps := range []int{3, 4, 10} {
 		t.Run(fmt.Sprint("PoolSize", ps), func(t *testing.T) {
-			nodes := redistest.Nodes(t, 3)
-			clients := nodeClients(t, nodes, func(o *redis.Options) { o.PoolSize = ps; o.PoolTimeout = 2 * time.Second })
-			lcs := make([]*Client, 6)
-			for i := range lcs {
-				lcs[i] = newTestClient(t, clients, WithNodeTimeout(time.Second))
-			}
-			stop := make(chan struct{})
-			var direct sync.WaitGroup
+			clients, lcs := sharedClients(t, ps)
+			direct := newLoops(t)
 			var derr atomic.Pointer[error]
 			ctx := context.Background()
 			for g := range 2 {
-				direct.Go(func() {
-					for i := 0; ; i++ {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						cl := clients[(g+i)%len(clients)]
-						k := fmt.Sprintf("direct-%d-%d", g, i)
-						if err := cl.Set(ctx, k, "v", time.Second).Err(); err != nil {
-							derr.CompareAndSwap(nil, &err)
-						}
+				direct.run(func(i int) {
+					k := fmt.Sprintf("direct-%d-%d", g, i)
+					if err := clients[(g+i)%len(clients)].Set(ctx, k, "v", time.Second).Err(); err != nil {
+						derr.CompareAndSwap(nil, &err)
 					}
 				})
 			}
 			r := runWorkload(t, lcs, t.Name(), true)
-			close(stop)
-			direct.Wait()
+			direct.stop()
 			r.check(t)
 			if p := derr.Load(); p != nil {
 				t.Errorf("direct user: %v", *p)
 			}
-			endLoad(t, clients, lcs, clients)
+			endLoad(t, clients, clients, lcs...)
 		})
 	}
-}
-
-// goroutinesBack waits until the goroutine count is back to at most
-// base+slack.
-func goroutinesBack(t *testing.T, base, slack int, wait time.Duration) {
-	t.Helper()
-	eventually(t, wait, func() bool { return runtime.NumGoroutine() <= base+slack },
-		"goroutines: %d, were %d", runtime.NumGoroutine(), base)
 }
 
 // TestGoRedisSharedPoolStarvation: six Clients and a direct user share one
@@ -1986,20 +1514,10 @@ func goroutinesBack(t *testing.T, base, slack int, wait time.Duration) {
 func TestGoRedisSharedPoolStarvation(t *testing.T) {
 	for _, ps := range []int{3, 4, 6} {
 		t.Run(fmt.Sprint("PoolSize", ps), func(t *testing.T) {
-			nodes := redistest.Nodes(t, 3)
-			clients := nodeClients(t, nodes, func(o *redis.Options) { o.PoolSize = ps; o.PoolTimeout = 2 * time.Second })
-			lcs := make([]*Client, 6)
-			for i := range lcs {
-				lcs[i] = newTestClient(t, clients, WithNodeTimeout(time.Second))
-			}
+			clients, lcs := sharedClients(t, ps)
 			stopPings := pinger(clients, time.Millisecond)
-			var wg sync.WaitGroup
-			errs := make([][]error, len(lcs))
 			start := time.Now()
-			for i, c := range lcs {
-				wg.Go(func() { errs[i] = lockCycles(c, fmt.Sprintf("%s-%d", t.Name(), i), 2, 40) })
-			}
-			wg.Wait()
+			errs := cyclesOn(lcs, t.Name(), 2, 40)
 			el := time.Since(start)
 			pingMax, pingErr := stopPings()
 			n := 0
@@ -2020,7 +1538,7 @@ func TestGoRedisSharedPoolStarvation(t *testing.T) {
 			if pingMax > time.Second {
 				t.Errorf("a direct PING waited %v for the pool", pingMax)
 			}
-			endLoad(t, clients, lcs, clients)
+			endLoad(t, clients, clients, lcs...)
 		})
 	}
 }
@@ -2047,42 +1565,31 @@ func TestGoRedisHeldConnPlusBatch(t *testing.T) {
 			clients := nodeClients(t, nodes, func(o *redis.Options) {
 				o.PoolSize, o.PoolTimeout = tc.pool, 3*time.Second
 			})
-			lcs := make([]*Client, n)
-			for i := range lcs {
-				lcs[i] = newTestClient(t, clients, WithNodeTimeout(500*time.Millisecond))
-			}
+			lcs := newTestClients(t, clients, n, WithNodeTimeout(500*time.Millisecond))
 			ctx := context.Background()
 			var autos []*Lock
 			for i, c := range lcs {
 				autos = append(autos, autoLocks(t, c, fmt.Sprintf("%s-auto-%d", t.Name(), i), 3, 1200*time.Millisecond)...)
 			}
-			stop := make(chan struct{})
-			var bg sync.WaitGroup
+			lp := newLoops(t)
 			stopPings := pinger(clients, 2*time.Millisecond)
 			var cycErr atomic.Pointer[error]
 			var cycles, failed atomic.Int64
 			var slowest atomic.Int64
 			for i, c := range lcs {
-				bg.Go(func() {
-					for j := 0; ; j++ {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						start := time.Now()
-						l, err := c.TryLock(ctx, fmt.Sprintf("%s-cyc-%d-%d", t.Name(), i, j), 5*time.Second)
-						if err == nil {
-							err = l.Unlock(ctx)
-						}
-						if d := int64(time.Since(start)); d > slowest.Load() {
-							slowest.Store(d)
-						}
-						cycles.Add(1)
-						if err != nil {
-							failed.Add(1)
-							cycErr.CompareAndSwap(nil, &err)
-						}
+				lp.run(func(j int) {
+					start := time.Now()
+					l, err := c.TryLock(ctx, fmt.Sprintf("%s-cyc-%d-%d", t.Name(), i, j), 5*time.Second)
+					if err == nil {
+						err = l.Unlock(ctx)
+					}
+					if d := int64(time.Since(start)); d > slowest.Load() {
+						slowest.Store(d)
+					}
+					cycles.Add(1)
+					if err != nil {
+						failed.Add(1)
+						cycErr.CompareAndSwap(nil, &err)
 					}
 				})
 			}
@@ -2091,22 +1598,11 @@ func TestGoRedisHeldConnPlusBatch(t *testing.T) {
 				dumpLeaders(t)
 			}
 			time.Sleep(800 * time.Millisecond)
-			close(stop)
-			bg.Wait()
+			lp.stop()
 			pingMax, pingErr := stopPings()
-			lost := 0
-			var lostErr error
-			for _, l := range autos {
-				if err := l.Err(); err != nil {
-					lost++
-					lostErr = err
-				}
-			}
+			lost := autosHeld(t, autos)
 			t.Logf("%d cycles, %d failed, slowest %v; slowest PING %v; %d of %d auto-extended locks lost",
 				cycles.Load(), failed.Load(), time.Duration(slowest.Load()), pingMax, lost, len(autos))
-			if lost > 0 {
-				t.Errorf("%d of %d auto-extended locks lost; last: %v", lost, len(autos), lostErr)
-			}
 			if p := cycErr.Load(); p != nil {
 				t.Errorf("%d of %d cycles failed; first: %v", failed.Load(), cycles.Load(), *p)
 			}
@@ -2119,7 +1615,7 @@ func TestGoRedisHeldConnPlusBatch(t *testing.T) {
 			for _, l := range autos {
 				_ = l.Unlock(ctx)
 			}
-			endLoad(t, clients, lcs, clients)
+			endLoad(t, clients, clients, lcs...)
 		})
 	}
 }
@@ -2157,12 +1653,6 @@ func dumpLeaders(t *testing.T) {
 	}
 }
 
-// adminClients returns a plain go-redis client per node, for checks.
-func adminClients(t *testing.T, nodes []*redisnode.Node) []redis.UniversalClient {
-	t.Helper()
-	return nodeClients(t, nodes, nil)
-}
-
 // TestGoRedisUserClosesGoRedis: the user closes the go-redis clients (all,
 // or a minority) while a Client is mid-lock and holds auto-extended
 // locks. Every call returns, bounded, with nil or an error; no panic;
@@ -2190,32 +1680,24 @@ func TestGoRedisUserClosesGoRedis(t *testing.T) {
 			require.Empty(t, lockCycles(c, t.Name()+"-warm", 2, 10))
 			autos := autoLocks(t, c, t.Name()+"-auto", 4, 1200*time.Millisecond)
 			r := new(loadRecorder)
-			stop := make(chan struct{})
-			var wg sync.WaitGroup
+			lp := newLoops(t)
 			var held sync.Map // locks still held when the workers stop
 			for w := range 4 {
-				wg.Go(func() {
-					for i := 0; ; i++ {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						k := fmt.Sprintf("%s-w-%d-%d", t.Name(), w, i)
-						var l *Lock
-						err := r.timed("TryLock", func() (err error) { l, err = c.TryLock(ctx, k, 5*time.Second); return err })
-						if err != nil {
-							continue
-						}
-						held.Store(l, true)
-						_ = r.timed("Extend", func() error { return l.Extend(ctx, 5*time.Second) })
-						if err := r.timed("Unlock", func() error { return l.Unlock(ctx) }); err == nil {
-							held.Delete(l)
-						}
+				lp.run(func(i int) {
+					k := fmt.Sprintf("%s-w-%d-%d", t.Name(), w, i)
+					var l *Lock
+					err := r.timed("TryLock", func() (err error) { l, err = c.TryLock(ctx, k, 5*time.Second); return err })
+					if err != nil {
+						return
+					}
+					held.Store(l, true)
+					_ = r.timed("Extend", func() error { return l.Extend(ctx, 5*time.Second) })
+					if err := r.timed("Unlock", func() error { return l.Unlock(ctx) }); err == nil {
+						held.Delete(l)
 					}
 				})
 			}
-			wg.Go(func() { // a contended Lock: waits on pub/sub
+			lp.wg.Go(func() { // a contended Lock: waits on pub/sub
 				k := t.Name() + "-contended"
 				l, err := c.TryLock(ctx, k, 5*time.Second)
 				if err != nil {
@@ -2233,8 +1715,7 @@ func TestGoRedisUserClosesGoRedis(t *testing.T) {
 				require.NoError(t, clients[i].Close())
 			}
 			time.Sleep(1200 * time.Millisecond)
-			close(stop)
-			wg.Wait()
+			lp.stop()
 			r.check(t)
 			for i, l := range autos {
 				if tc.closed >= 3 {
@@ -2257,12 +1738,7 @@ func TestGoRedisUserClosesGoRedis(t *testing.T) {
 			start := time.Now()
 			require.NoError(t, c.Close())
 			require.Less(t, time.Since(start), callBound)
-			eventually(t, 5*time.Second, func() bool { return takeWatchers() == 0 }, "%d Watch goroutines left", takeWatchers())
-			for i := tc.closed; i < 5; i++ {
-				rc := clients[i].(*redis.Client)
-				eventually(t, 2*time.Second, func() bool { s := rc.PoolStats(); return s.TotalConns == s.IdleConns },
-					"node %d: connections out of the pool: %+v", i, rc.PoolStats())
-			}
+			requireSettled(t, clients[tc.closed:])
 			// The test's own goroutines: nodes' and clients' helpers.
 			goroutinesBack(t, base, 30, 5*time.Second)
 		})
@@ -2370,30 +1846,14 @@ func TestGoRedisKillStormOptions(t *testing.T) {
 			nodes := redistest.Nodes(t, 5)
 			clients := nodeClients(t, nodes, tc.mod)
 			admins := adminClients(t, nodes)
-			lcs := []*Client{newTestClient(t, clients, WithNodeTimeout(500*time.Millisecond)), newTestClient(t, clients, WithNodeTimeout(500*time.Millisecond))}
-			ctx := context.Background()
-			stop := make(chan struct{})
-			var killer sync.WaitGroup
-			var kills atomic.Int64
-			killer.Go(func() {
-				for i := 0; ; i++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					if admins[i%len(admins)].(*redis.Client).ClientKillByFilter(ctx, "TYPE", "normal", "SKIPME", "yes").Err() == nil {
-						kills.Add(1)
-					}
-					time.Sleep(time.Millisecond)
-				}
-			})
+			lcs := newTestClients(t, clients, 2, WithNodeTimeout(500*time.Millisecond))
+			killer := newLoops(t)
+			kills := killStorm(killer, admins)
 			r := runWorkload(t, lcs, t.Name(), false)
-			close(stop)
-			killer.Wait()
+			killer.stop()
 			t.Logf("%d kills, %d calls", kills.Load(), r.calls.Load())
 			r.check(t)
-			endLoad(t, admins, lcs, clients)
+			endLoad(t, admins, clients, lcs...)
 		})
 	}
 }
@@ -2407,7 +1867,7 @@ func TestGoRedisMaxClients(t *testing.T) {
 	nodes := redistest.Nodes(t, 5)
 	admins := adminClients(t, nodes)
 	clients := nodeClients(t, nodes, nil)
-	lcs := []*Client{newTestClient(t, clients, WithNodeTimeout(500*time.Millisecond)), newTestClient(t, clients, WithNodeTimeout(500*time.Millisecond))}
+	lcs := newTestClients(t, clients, 2, WithNodeTimeout(500*time.Millisecond))
 	ctx := context.Background()
 	require.Empty(t, lockCycles(lcs[0], t.Name()+"-warm", 2, 5))
 	for i := range 2 {
@@ -2423,7 +1883,7 @@ func TestGoRedisMaxClients(t *testing.T) {
 	}
 	waitVotesAgain(t, lcs[0], clients[0])
 	waitVotesAgain(t, lcs[1], clients[1])
-	endLoad(t, admins, lcs, clients)
+	endLoad(t, admins, clients, lcs...)
 }
 
 // countLimiter rejects every fifth command, and reports each outcome.
@@ -2447,8 +1907,8 @@ func TestGoRedisLimiter(t *testing.T) {
 	nodes := redistest.Nodes(t, 3)
 	admins := adminClients(t, nodes)
 	clients := nodeClients(t, nodes, func(o *redis.Options) { o.Limiter = new(countLimiter) })
-	lcs := []*Client{newTestClient(t, clients, WithNodeTimeout(500*time.Millisecond)), newTestClient(t, clients, WithNodeTimeout(500*time.Millisecond))}
+	lcs := newTestClients(t, clients, 2, WithNodeTimeout(500*time.Millisecond))
 	r := runWorkload(t, lcs, t.Name(), false)
 	r.check(t)
-	endLoad(t, admins, lcs, clients)
+	endLoad(t, admins, clients, lcs...)
 }

@@ -865,12 +865,7 @@ func TestSilentNodeFailsWithinNodeTimeout(t *testing.T) {
 	// 10 000 under -race on a loaded machine.
 	const nodeTimeout = 3 * time.Second
 	nodes := redistest.Nodes(t, 3)
-	clients := make([]redis.UniversalClient, 3)
-	for i, nd := range nodes {
-		c := redis.NewClient(&redis.Options{Addr: nd.Addr(), ReadTimeout: -1, WriteTimeout: -1, MaxRetries: -1})
-		t.Cleanup(func() { _ = c.Close() })
-		clients[i] = c
-	}
+	clients := unboundedClients(t, nodes)
 	rl := newClient(t, clients, redlock.WithNodeTimeout(nodeTimeout))
 	ctx := context.Background()
 	warm, err := rl.TryLock(ctx, key(t), 10*time.Second) // dial and identify the nodes first

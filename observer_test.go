@@ -267,12 +267,10 @@ func TestLoggerSilentByDefault(t *testing.T) {
 	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	t.Cleanup(func() { slog.SetDefault(old) })
 
-	_, cs := cluster(t, 3)
-	rl := newClient(t, cs)
+	cs, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
-	l, err := rl.TryLock(ctx, k, time.Second)
-	require.NoError(t, err)
+	l := tryLock(t, rl, k, time.Second)
 	require.NoError(t, l.AutoExtend(ctx))
 	// The key vanishes from every node: the next extension finds the lock
 	// gone.

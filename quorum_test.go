@@ -47,10 +47,7 @@ func TestQuorumSubsets(t *testing.T) {
 			require.GreaterOrEqual(t, holding, 3, "%s: a won lock is held on a quorum", name)
 			require.NoError(t, l.Unlock(ctx), name)
 		} else {
-			require.ErrorIs(t, err, redlock.ErrNotObtained, name)
-			require.Nil(t, l, name)
-			var qe *redlock.QuorumError
-			require.ErrorAs(t, err, &qe, name)
+			qe := requireNotObtained(t, l, err, name)
 			require.Len(t, qe.Nodes, 5, name)
 			// The round decides on the replies it has: a majority
 			// of refusals is contention, of failures an outage, a mix
@@ -295,9 +292,7 @@ func TestNoOrphansUnderLoad(t *testing.T) {
 	var wg sync.WaitGroup
 	var won atomic.Int64
 	for g := range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for ctx.Err() == nil {
 				l, err := rl.TryLock(ctx, keys[g%len(keys)], ttl)
 				if err != nil {
@@ -306,7 +301,7 @@ func TestNoOrphansUnderLoad(t *testing.T) {
 				won.Add(1)
 				_ = l.Unlock(context.Background())
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	t.Logf("%d locks won by 32 goroutines in %v", won.Load(), d)

@@ -79,9 +79,7 @@ func TestNoOverlap(t *testing.T) {
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		c := newClient(t, clients, redlock.WithRetryDelay(2*time.Millisecond))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			for i := 0; i < iters; i++ {
@@ -108,7 +106,7 @@ func TestNoOverlap(t *testing.T) {
 					assert.NoError(t, err)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	require.Equal(t, int64(workers*iters), done.Load())
@@ -183,8 +181,7 @@ func TestUnlockWaitsForEveryReachableNode(t *testing.T) {
 	rl, err := redlock.New(clients, redlock.WithNodeTimeout(testNodeTimeout))
 	require.NoError(t, err)
 	k := key(t)
-	l, err := rl.TryLock(context.Background(), k, 10*time.Second)
-	require.NoError(t, err)
+	l := tryLock(t, rl, k, 10*time.Second)
 	require.NoError(t, nodes[4].Pause())
 	resumed := make(chan error, 1)
 	time.AfterFunc(100*time.Millisecond, func() { resumed <- nodes[4].Resume() })
@@ -202,17 +199,11 @@ func TestUnlockWaitsForEveryReachableNode(t *testing.T) {
 // ends once the node resumes.
 func TestCloseBounded(t *testing.T) {
 	nodes := redistest.Nodes(t, 3)
-	clients := make([]redis.UniversalClient, 3)
-	for i, nd := range nodes {
-		c := redis.NewClient(&redis.Options{Addr: nd.Addr(), ReadTimeout: -1, WriteTimeout: -1, MaxRetries: -1})
-		t.Cleanup(func() { _ = c.Close() })
-		clients[i] = c
-	}
+	clients := unboundedClients(t, nodes)
 	rl, err := redlock.New(clients, redlock.WithNodeTimeout(testNodeTimeout))
 	require.NoError(t, err)
 	k := key(t)
-	l, err := rl.TryLock(context.Background(), k, 10*time.Second)
-	require.NoError(t, err)
+	l := tryLock(t, rl, k, 10*time.Second)
 	require.NoError(t, nodes[2].Pause())
 	t.Cleanup(func() { _ = nodes[2].Resume() })
 	require.NoError(t, l.Unlock(context.Background()))
@@ -295,32 +286,26 @@ func TestCloseBoundedWithPausedNode(t *testing.T) {
 	defer func() { _ = nodes[2].Resume() }()
 	var wg sync.WaitGroup
 	for _, l := range locks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			_ = l.Unlock(ctx)
-		}()
+		})
 	}
 	wg.Wait()
 	start := time.Now()
 	var closers sync.WaitGroup
 	for i := 0; i < 4; i++ {
-		closers.Add(1)
-		go func() {
-			defer closers.Done()
+		closers.Go(func() {
 			within(t, 2*time.Second, "Close", func() { _ = rl.Close() })
-		}()
+		})
 	}
 	// Acquisitions racing Close.
 	for i := 0; i < 10; i++ {
-		closers.Add(1)
-		go func() {
-			defer closers.Done()
+		closers.Go(func() {
 			l, err := rl.TryLock(ctx, key(t), time.Second)
 			if err == nil {
 				_ = l.Unlock(ctx)
 			}
-		}()
+		})
 	}
 	closers.Wait()
 	t.Logf("Close took %v", time.Since(start))
@@ -514,15 +499,13 @@ func BenchmarkSetNXDelFiveParallel(b *testing.B) {
 		var mu sync.Mutex
 		var first error
 		for _, c := range clients {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				if err := f(c); err != nil {
 					mu.Lock()
 					first = err
 					mu.Unlock()
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		return first

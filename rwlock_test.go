@@ -27,8 +27,7 @@ func TestReadWrite(t *testing.T) {
 	ctx := context.Background()
 	k := key(t)
 
-	r1, err := rl.TryRLock(ctx, k, 10*time.Second)
-	require.NoError(t, err)
+	r1 := rlock(t, rl, k, 10*time.Second)
 	require.Equal(t, k, r1.Key())
 	r2, err := rl.TryRLock(ctx, k, 10*time.Second)
 	require.NoError(t, err, "want readers to share the key")
@@ -65,8 +64,7 @@ func TestRWHandoff(t *testing.T) {
 	_, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
-	r, err := rl.TryRLock(ctx, k, 10*time.Second)
-	require.NoError(t, err)
+	r := rlock(t, rl, k, 10*time.Second)
 	wait := func(f func(context.Context) (*redlock.Lock, error)) <-chan *redlock.Lock {
 		ch := make(chan *redlock.Lock, 1)
 		go func() {
@@ -171,14 +169,7 @@ func TestWriterNotStarvedByReaders(t *testing.T) {
 		_, err := rl.TryLock(ctx, k, 5*time.Second)
 		require.ErrorIs(t, err, redlock.ErrContended, "want a TryLock writer refused while readers overlap")
 	}
-	before := took.Load()
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	start := time.Now()
-	w, err := rl.Lock(wctx, k, 5*time.Second)
-	require.NoError(t, err, "want the waiting writer in while readers keep coming (after %d read locks)", took.Load()-before)
-	meanwhile := took.Load() - before
-	t.Logf("writer in after %v (%d read locks meanwhile)", time.Since(start).Round(time.Millisecond), meanwhile)
+	w, meanwhile := lockPastReaders(t, rl, k, took, "while readers keep coming")
 	// Readers whose RLock was in flight at the writer's first attempt
 	// may still get in; after that, none until the writer has been in.
 	// Without the mark the writer gets in only through a chance gap
@@ -187,7 +178,7 @@ func TestWriterNotStarvedByReaders(t *testing.T) {
 	require.LessOrEqual(t, meanwhile, int64(24), "want new readers held off once the writer waits")
 	// While the writer holds the key, no reader gets it.
 	during := took.Load()
-	_, err = rl.TryRLock(ctx, k, time.Second)
+	_, err := rl.TryRLock(ctx, k, time.Second)
 	require.ErrorIs(t, err, redlock.ErrContended, "want a reader refused while the writer holds the key")
 	time.Sleep(100 * time.Millisecond) // the readers keep trying meanwhile
 	require.Equal(t, during, took.Load(), "a reader took the key while the writer held it")
@@ -206,11 +197,10 @@ func TestWriterMarkEnds(t *testing.T) {
 	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
-	r, err := rl.TryRLock(ctx, k, 10*time.Second)
-	require.NoError(t, err)
+	r := rlock(t, rl, k, 10*time.Second)
 
 	// TryLock: refused, no mark.
-	_, err = rl.TryLock(ctx, k, 5*time.Second)
+	_, err := rl.TryLock(ctx, k, 5*time.Second)
 	require.ErrorIs(t, err, redlock.ErrContended)
 	r2, err := rl.TryRLock(ctx, k, 10*time.Second)
 	require.NoError(t, err, "want a new reader in after a TryLock writer: TryLock does not mark")
@@ -520,12 +510,7 @@ func TestWriterMarkAutoExtendedReaders(t *testing.T) {
 	}
 	unlocking.Store(true)
 	require.NoError(t, readers[len(readers)-1].Unlock(ctx))
-	select {
-	case err := <-granted:
-		require.NoError(t, err)
-	case <-time.After(40 * time.Second):
-		t.Fatal("the writer was not granted within 40s of the readers' Unlock")
-	}
+	awaitNoError(t, granted, 40*time.Second, "the writer was not granted within 40s of the readers' Unlock")
 	requireRWGone(t, clients, k, 10*time.Second)
 }
 
@@ -621,13 +606,11 @@ func TestWriterMarkNodeRestart(t *testing.T) {
 // under the prefix, wakes the waiting writer long before its retry
 // delay.
 func TestWriterMarkKeyPrefix(t *testing.T) {
-	_, clients := cluster(t, 3)
 	const prefix = "tenant-a:"
-	rl := newClient(t, clients, redlock.WithKeyPrefix(prefix))
+	clients, rl := threeNodes(t, redlock.WithKeyPrefix(prefix))
 	ctx := context.Background()
 	k := key(t)
-	r, err := rl.TryRLock(ctx, k, 10*time.Second)
-	require.NoError(t, err)
+	r := rlock(t, rl, k, 10*time.Second)
 
 	granted := acquireAsync(func() (*redlock.Lock, error) {
 		// A 20s retry delay: only the release's announcement can let the
@@ -641,7 +624,7 @@ func TestWriterMarkKeyPrefix(t *testing.T) {
 		require.Zero(t, c.Exists(ctx, k, redlock.ReadersKey(k)).Val(), "node %d: an unprefixed key was created", i)
 		require.EqualValues(t, 1, c.ZCard(ctx, redlock.ReadersKey(prefix+k)).Val(), "node %d: want the one reader's lease under the prefix", i)
 	}
-	_, err = rl.TryRLock(ctx, k, time.Second)
+	_, err := rl.TryRLock(ctx, k, time.Second)
 	require.ErrorIs(t, err, redlock.ErrContended, "want a new reader under the prefix held off by the mark")
 	other := newClient(t, clients) // no prefix: another key altogether
 	o, err := other.TryRLock(ctx, k, time.Second)
@@ -1237,6 +1220,37 @@ func acquireAsync(f func() (*redlock.Lock, error)) <-chan acquireResult {
 	return ch
 }
 
+// awaitAcquired waits (wait at most) for the acquisition of ch, which
+// must succeed, and logs how long after since it came; ok is false if it
+// did not come in time.
+func awaitAcquired(t *testing.T, ch <-chan acquireResult, wait time.Duration, since time.Time, after string) (res acquireResult, ok bool) {
+	t.Helper()
+	select {
+	case res = <-ch:
+		require.NoError(t, res.err)
+		t.Logf("in %v after %s", res.at.Sub(since).Round(time.Millisecond), after)
+		return res, true
+	case <-time.After(wait):
+		return res, false
+	}
+}
+
+// lockPastReaders takes the write lock of k with Lock (10s at most)
+// while the readers counted by took keep coming; it returns the lock
+// and how many read locks the readers took meanwhile.
+func lockPastReaders(t *testing.T, rl *redlock.Client, k string, took *atomic.Int64, while string) (*redlock.Lock, int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	before := took.Load()
+	start := time.Now()
+	w, err := rl.Lock(ctx, k, 5*time.Second)
+	meanwhile := took.Load() - before
+	require.NoError(t, err, "want the waiting writer in %s (after %d read locks)", while, meanwhile)
+	t.Logf("writer in after %v (%d read locks meanwhile)", time.Since(start).Round(time.Millisecond), meanwhile)
+	return w, meanwhile
+}
+
 type acquireResult struct {
 	l   *redlock.Lock
 	err error
@@ -1313,15 +1327,11 @@ func TestWriterMarkPrefixSeparatesClients(t *testing.T) {
 	}
 	start := time.Now()
 	require.NoError(t, r1.Unlock(ctx))
-	var w *redlock.Lock
-	select {
-	case res := <-writer:
-		require.NoError(t, res.err)
-		w = res.l
-		t.Logf("writer in %v after the last reader's release", res.at.Sub(start).Round(time.Millisecond))
-	case <-time.After(3 * time.Second):
+	res, ok := awaitAcquired(t, writer, 3*time.Second, start, "the last reader's release")
+	if !ok {
 		t.Fatal("want the prefixed writer woken by the last reader's release (message r on the prefixed channel)")
 	}
+	w := res.l
 	held := 0
 	for _, c := range clients {
 		if get(t, c, pfx+k) == w.Token() {
@@ -1336,14 +1346,10 @@ func TestWriterMarkPrefixSeparatesClients(t *testing.T) {
 	}
 	start = time.Now()
 	require.NoError(t, w.Unlock(ctx))
-	select {
-	case res := <-reader:
-		require.NoError(t, res.err)
-		t.Logf("reader in %v after the writer's release", res.at.Sub(start).Round(time.Millisecond))
-		require.NoError(t, res.l.Unlock(ctx))
-	case <-time.After(3 * time.Second):
+	if res, ok = awaitAcquired(t, reader, 3*time.Second, start, "the writer's release"); !ok {
 		t.Fatal("want the waiting reader woken by the writer's release")
 	}
+	require.NoError(t, res.l.Unlock(ctx))
 	requireRWGone(t, clients, pfx+k, 5*time.Second)
 	requireRWGone(t, clients, k, 5*time.Second)
 	require.Empty(t, nodeKeys(t, clients, k), "keys left on the nodes")
@@ -1503,9 +1509,8 @@ func (o roundCounter) ObserveLock(redlock.LockEvent) {}
 // gets in. Once they leave, one by one, the writer gets in at the last
 // one's release.
 func TestWriterMarkPrefixedAutoExtendedReaders(t *testing.T) {
-	_, clients := cluster(t, 3)
 	const pfx = "pfx2:"
-	rl := newClient(t, clients, redlock.WithKeyPrefix(pfx))
+	clients, rl := threeNodes(t, redlock.WithKeyPrefix(pfx))
 	ctx := context.Background()
 	k := key(t)
 	// Long enough that a scheduling stall of a few hundred ms on a
@@ -1568,15 +1573,12 @@ func TestWriterMarkPrefixedAutoExtendedReaders(t *testing.T) {
 		last = time.Now()
 		require.NoError(t, r.Unlock(ctx))
 	}
-	select {
-	case res := <-writer:
-		require.NoError(t, res.err)
-		t.Logf("writer in %v after the last reader's release", res.at.Sub(last).Round(time.Millisecond))
-		require.Less(t, res.at.Sub(last), time.Second)
-		require.NoError(t, res.l.Unlock(ctx))
-	case <-time.After(3 * time.Second):
+	res, ok := awaitAcquired(t, writer, 3*time.Second, last, "the last reader's release")
+	if !ok {
 		t.Fatalf("the writer never got in: %v", nodeKeys(t, clients, k))
 	}
+	require.Less(t, res.at.Sub(last), time.Second)
+	require.NoError(t, res.l.Unlock(ctx))
 	requireRWGone(t, clients, pfx+k, 5*time.Second)
 	require.Empty(t, nodeKeys(t, clients, k))
 }
@@ -1618,8 +1620,7 @@ func TestNestedReadWaitsForMarkingWriter(t *testing.T) {
 	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
-	outer, err := rl.TryRLock(ctx, k, 10*time.Second)
-	require.NoError(t, err)
+	outer := rlock(t, rl, k, 10*time.Second)
 	wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
 	defer wcancel()
 	writer := acquireAsync(func() (*redlock.Lock, error) { return rl.Lock(wctx, k, 5*time.Second) })
@@ -1627,7 +1628,7 @@ func TestNestedReadWaitsForMarkingWriter(t *testing.T) {
 		eventually(t, 3*time.Second, func() bool { m, _ := markLeft(t, c, k); return m }, "node %d: no mark", i+1)
 	}
 	ictx, icancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	_, err = rl.RLock(ictx, k, 5*time.Second)
+	_, err := rl.RLock(ictx, k, 5*time.Second)
 	icancel()
 	require.ErrorIs(t, err, redlock.ErrNotObtained, "the nested read")
 	t.Logf("nested RLock under a waiting writer: %v", err)
@@ -1648,19 +1649,11 @@ func TestWriterNotStarvedWithSilentNode(t *testing.T) {
 	ctx := context.Background()
 	k := key(t)
 	// Contact every node before the pause: a first contact waits longer.
-	r0, err := rl.TryRLock(ctx, k, time.Second)
-	require.NoError(t, err)
-	require.NoError(t, r0.Unlock(ctx))
+	require.NoError(t, rlock(t, rl, k, time.Second).Unlock(ctx))
 	require.NoError(t, nodes[2].Pause())
 	t.Cleanup(func() { _ = nodes[2].Resume() })
 	took := overlappingReaders(t, rl, k, 8, 40*time.Millisecond)
-	before := took.Load()
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	start := time.Now()
-	w, err := rl.Lock(wctx, k, 5*time.Second)
-	require.NoError(t, err, "want the waiting writer in with one node silent (after %d read locks)", took.Load()-before)
-	t.Logf("writer in after %v (%d read locks meanwhile)", time.Since(start).Round(time.Millisecond), took.Load()-before)
+	w, _ := lockPastReaders(t, rl, k, took, "with one node silent")
 	during := took.Load()
 	time.Sleep(100 * time.Millisecond) // the readers keep trying meanwhile
 	require.Equal(t, during, took.Load(), "a reader took the key while the writer held it")
@@ -1771,11 +1764,9 @@ func TestReadWriteReleasesSpareEachOther(t *testing.T) {
 	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
-	r1, err := rl.TryRLock(ctx, k, 2*time.Second)
-	require.NoError(t, err)
-	r2, err := rl.TryRLock(ctx, k, 300*time.Millisecond)
-	require.NoError(t, err)
-	_, err = rl.TryLock(ctx, k, time.Second)
+	r1 := rlock(t, rl, k, 2*time.Second)
+	r2 := rlock(t, rl, k, 300*time.Millisecond)
+	_, err := rl.TryLock(ctx, k, time.Second)
 	require.ErrorIs(t, err, redlock.ErrNotObtained, "writer while readers hold")
 	// r2 expires; r1 still holds; the writer still must not win.
 	time.Sleep(400 * time.Millisecond)

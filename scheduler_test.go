@@ -160,17 +160,12 @@ func TestManyAutoExtendedLocks(t *testing.T) {
 	perLock := float64(int64(heap)-int64(baseHeap)) / float64(n)
 	t.Logf("heap per held auto-extended lock: %.0f B", perLock)
 	longest := stalls.Longest()
-	lost, minExt := 0, 1<<30
-	var firstErr error
+	lost, firstErr := lostLocks(locks)
+	minExt := 1 << 30
 	for _, l := range locks {
-		if err := l.Err(); err != nil {
-			lost++
-			if firstErr == nil {
-				firstErr = err
-			}
-			continue
+		if l.Err() == nil {
+			minExt = min(minExt, l.Extensions())
 		}
-		minExt = min(minExt, l.Extensions())
 	}
 	lateDone, firstLate := lateLosses(locks, ended)
 	margin := lossMargin(ttl, defaultNodeTimeout(ttl))
@@ -280,16 +275,7 @@ func TestManyLocksMinorityPaused(t *testing.T) {
 	obs, ended := lossTimes()
 	stalls := watchStalls(t)
 	locks, _ := holdPaused(t, 2000, 2, ttl, 2*ttl, nil, redlock.WithObserver(obs))
-	lost := 0
-	var first error
-	for _, l := range locks {
-		if err := l.Err(); err != nil {
-			lost++
-			if first == nil {
-				first = err
-			}
-		}
-	}
+	lost, first := lostLocks(locks)
 	late, firstLate := lateLosses(locks, ended)
 	t.Logf("lost %d of %d (Done after the deadline: %d)", lost, len(locks), late)
 	if margin := lossMargin(ttl, pausedNodeTimeout); stalls.Longest() < margin {

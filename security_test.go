@@ -623,12 +623,7 @@ func handoff(t *testing.T, rl *redlock.Client, admins []redis.UniversalClient, k
 	}()
 	eventually(t, 5*time.Second, func() bool { return subscribed(t, admins, 1) }, "want the waiter's pattern subscription on every node")
 	require.NoError(t, a.Unlock(ctx))
-	select {
-	case err := <-got:
-		require.NoError(t, err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("want the waiter woken by the release")
-	}
+	awaitNoError(t, got, 10*time.Second, "want the waiter woken by the release")
 	msg, err := sub.ReceiveTimeout(ctx, 5*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, prefix+redlock.ReleaseChannel(k), msg.(*redis.Message).Channel)

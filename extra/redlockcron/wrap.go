@@ -25,6 +25,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/seed543a70bd/redlock"
+	"github.com/seed543a70bd/redlock/internal/minhold"
 )
 
 // MinTTL is the shortest TTL the wrappers accept. The library accepts a
@@ -69,7 +70,7 @@ func WithMinHold(d time.Duration) Option {
 // invalid.
 func WithLogger(l cron.Logger) Option {
 	return func(c *config) error {
-		if isNil(l) {
+		if minhold.IsNil(l) {
 			return fmt.Errorf("%w: redlockcron: nil logger", redlock.ErrInvalid)
 		}
 		c.logger = l
@@ -116,7 +117,7 @@ func (c *config) validate(opts []Option) error {
 		}
 	}
 	switch {
-	case isNil(c.locker):
+	case minhold.IsNil(c.locker):
 		return fmt.Errorf("%w: redlockcron: nil locker", redlock.ErrInvalid)
 	case c.key == "":
 		return fmt.Errorf("%w: redlockcron: empty key", redlock.ErrInvalid)
@@ -270,13 +271,13 @@ func (c *config) run(minHold, wait time.Duration, body func(*redlock.Lock)) {
 		lock, err = c.locker.Lock(wctx, c.key, c.ttl, c.lockOpts...)
 		cancel()
 	} else {
-		lock, err = obtain(ctx, c.locker, c.key, c.ttl, minHold, c.lockOpts)
+		lock, err = minhold.Obtain(ctx, c.locker, c.key, c.ttl, minHold, c.lockOpts)
 	}
 	if err == nil {
-		var h *hold
-		if h, err = start(ctx, lock, minHold); err == nil {
+		var h *minhold.Hold
+		if h, err = minhold.Start(ctx, "redlockcron", lock, minHold); err == nil {
 			defer func() {
-				if err := h.release(ctx); errors.Is(err, redlock.ErrLockLost) {
+				if err := h.Release(ctx); errors.Is(err, redlock.ErrLockLost) {
 					c.logger.Error(err, "redlockcron: lock lost while the job ran", "key", c.key)
 				}
 			}()

@@ -11,6 +11,7 @@ import (
 	"github.com/go-co-op/gocron/v2"
 
 	"github.com/seed543a70bd/redlock"
+	"github.com/seed543a70bd/redlock/internal/minhold"
 )
 
 // ErrNotLeader is returned by Elector.IsLeader when the Elector holds no
@@ -138,7 +139,7 @@ func WithElectionOptions(opts ...redlock.Option) ElectorOption {
 // it), an empty name, a value over redlock.MaxMetadata bytes, a ttl
 // shorter than MinTTL, or a bad option.
 func NewElector(elections Elections, name, value string, ttl time.Duration, opts ...ElectorOption) (*Elector, error) {
-	if isNil(elections) {
+	if minhold.IsNil(elections) {
 		return nil, fmt.Errorf("%w: redlockgocron: nil elections (give a *redlock.Client)", redlock.ErrInvalid)
 	}
 	if name == "" {

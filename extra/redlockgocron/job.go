@@ -49,7 +49,7 @@ func (l *Locker) Job(fn func(ctx context.Context) error) func(ctx context.Contex
 		if h == nil {
 			return ErrNoLock
 		}
-		lock := h.lock
+		lock := h.Lock()
 		jctx, cancel := context.WithCancelCause(context.WithValue(ctx, lockCtxKey{}, lock))
 		ended := make(chan struct{})
 		go func() {

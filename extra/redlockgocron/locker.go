@@ -44,6 +44,7 @@ import (
 	"github.com/go-co-op/gocron/v2"
 
 	"github.com/seed543a70bd/redlock"
+	"github.com/seed543a70bd/redlock/internal/minhold"
 )
 
 // MinTTL is the shortest TTL New and NewElector accept. The library accepts a few
@@ -94,7 +95,7 @@ type Locker struct {
 	opts    []redlock.Option
 
 	mu   sync.Mutex
-	runs map[context.Context]*hold // the hold of each job ctx that Lock was given
+	runs map[context.Context]*minhold.Hold // the hold of each job ctx that Lock was given
 }
 
 var (
@@ -143,13 +144,13 @@ func WithLockOptions(opts ...redlock.Option) Option {
 // Errors match redlock.ErrInvalid: a nil locker (or a nil *redlock.Client
 // in it), a ttl shorter than MinTTL, or a bad option.
 func New(locker redlock.Locker, ttl time.Duration, opts ...Option) (*Locker, error) {
-	if isNil(locker) {
+	if minhold.IsNil(locker) {
 		return nil, fmt.Errorf("%w: redlockgocron: nil locker", redlock.ErrInvalid)
 	}
 	if ttl < MinTTL {
 		return nil, fmt.Errorf("%w: redlockgocron: ttl must be at least %v, got %v", redlock.ErrInvalid, MinTTL, ttl)
 	}
-	l := &Locker{locker: locker, ttl: ttl, minHold: DefaultMinHold, runs: make(map[context.Context]*hold)}
+	l := &Locker{locker: locker, ttl: ttl, minHold: DefaultMinHold, runs: make(map[context.Context]*minhold.Hold)}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: redlockgocron: nil option", redlock.ErrInvalid)
@@ -183,7 +184,7 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	if key == "" {
 		return nil, fmt.Errorf("%w: redlockgocron: empty key (give the job a name with gocron.WithName)", redlock.ErrInvalid)
 	}
-	h, err := acquire(ctx, l.locker, key, l.ttl, l.minHold, l.opts)
+	h, err := minhold.Acquire(ctx, "redlockgocron", l.locker, key, l.ttl, l.minHold, l.opts)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +203,7 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 }
 
 // held returns the hold Lock recorded for ctx, or nil.
-func (l *Locker) held(ctx context.Context) *hold {
+func (l *Locker) held(ctx context.Context) *minhold.Hold {
 	if ctx == nil || !reflect.TypeOf(ctx).Comparable() {
 		return nil
 	}
@@ -214,7 +215,7 @@ func (l *Locker) held(ctx context.Context) *hold {
 // runLock is the gocron.Lock of one run.
 type runLock struct {
 	l   *Locker
-	h   *hold
+	h   *minhold.Hold
 	ctx context.Context // the key of h in l.runs; nil when not recorded
 }
 
@@ -232,5 +233,5 @@ func (r *runLock) Unlock(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	return r.h.release(ctx)
+	return r.h.Release(ctx)
 }

@@ -1,4 +1,9 @@
-package redlockcron
+// Package minhold holds a scheduled run's lock for at least a minimum
+// time, so that replicas whose timers fire a little apart for the same
+// tick find the key taken instead of free. The scheduler adapters
+// (extra/redlockcron, extra/redlockgocron) share it; the extra modules
+// may import it because their import paths lie under this module's.
+package minhold
 
 import (
 	"context"
@@ -11,9 +16,10 @@ import (
 	"github.com/seed543a70bd/redlock"
 )
 
-// hold is one run's lock, auto-extended until release, and released no
+// Hold is one run's lock, auto-extended until Release, and released no
 // sooner than minHold after it was won.
-type hold struct {
+type Hold struct {
+	name     string // the adapter's package, which prefixes its errors
 	lock     *redlock.Lock
 	stop     context.CancelFunc // ends the auto-extension's ctx
 	won      time.Time
@@ -21,19 +27,31 @@ type hold struct {
 	released atomic.Bool
 }
 
-// start auto-extends lock until release. The extension's ctx keeps ctx's
-// values, not its cancellation: the job may still be finishing.
-func start(ctx context.Context, lock *redlock.Lock, minHold time.Duration) (*hold, error) {
+// Acquire obtains key (Obtain) and starts its auto-extension (Start).
+func Acquire(ctx context.Context, name string, locker redlock.Locker, key string, ttl, minHold time.Duration, opts []redlock.Option) (*Hold, error) {
+	lock, err := Obtain(ctx, locker, key, ttl, minHold, opts)
+	if err != nil {
+		return nil, err
+	}
+	return Start(ctx, name, lock, minHold)
+}
+
+// Start auto-extends lock until Release. The extension's ctx keeps ctx's
+// values but not its cancellation: a job whose ctx is cancelled (a
+// scheduler shutting down) may still be finishing, and its lock must
+// last until it has. name, the adapter's package, prefixes Release's
+// errors.
+func Start(ctx context.Context, name string, lock *redlock.Lock, minHold time.Duration) (*Hold, error) {
 	ext, stop := context.WithCancel(context.WithoutCancel(ctx))
 	if err := lock.AutoExtend(ext); err != nil {
 		stop()
 		_ = lock.Unlock(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	return &hold{lock: lock, stop: stop, won: time.Now(), minHold: minHold}, nil
+	return &Hold{name: name, lock: lock, stop: stop, won: time.Now(), minHold: minHold}, nil
 }
 
-// obtain makes one attempt at key and, when it finds the key held by
+// Obtain makes one attempt at key and, when it finds the key held by
 // another owner and minHold is positive, retries for a quarter of minHold
 // from the first attempt's start. Replicas whose timers fire at the same
 // instant can split the nodes' votes so that none wins (each attempt then
@@ -41,7 +59,7 @@ func start(ctx context.Context, lock *redlock.Lock, minHold time.Duration) (*hol
 // end well before a winner's minimum hold does, so they cannot take the
 // tick a winner already ran: the spread of timers a tick tolerates is
 // three quarters of minHold.
-func obtain(ctx context.Context, locker redlock.Locker, key string, ttl, minHold time.Duration, opts []redlock.Option) (*redlock.Lock, error) {
+func Obtain(ctx context.Context, locker redlock.Locker, key string, ttl, minHold time.Duration, opts []redlock.Option) (*redlock.Lock, error) {
 	begin := time.Now()
 	lock, err := locker.TryLock(ctx, key, ttl, opts...)
 	window := minHold / 4
@@ -60,15 +78,19 @@ func obtain(ctx context.Context, locker redlock.Locker, key string, ttl, minHold
 	return locker.Lock(wctx, key, ttl, retry...)
 }
 
-// release ends the hold. Before minHold has passed since the lock was won
+// Lock returns the lock held.
+func (h *Hold) Lock() *redlock.Lock { return h.lock }
+
+// Release ends the hold. Before minHold has passed since the lock was won
 // it returns at once and leaves the lock held, still auto-extended, until
-// then: an instance whose timer fires a little later for the same tick
+// then: a replica whose timer fires a little later for the same tick
 // finds the key taken instead of free. It returns the loss when the lock
 // was lost while held (an error matching redlock.ErrLockLost), else
-// Unlock's error; a release deferred by minHold reports neither.
-func (h *hold) release(ctx context.Context) error {
+// Unlock's error; a release deferred by minHold reports neither. A second
+// Release returns an error matching redlock.ErrReleased.
+func (h *Hold) Release(ctx context.Context) error {
 	if !h.released.CompareAndSwap(false, true) {
-		return fmt.Errorf("redlockcron: %w", redlock.ErrReleased)
+		return fmt.Errorf("%s: %w", h.name, redlock.ErrReleased)
 	}
 	ctx = context.WithoutCancel(ctx)
 	lost := h.lock.Err()
@@ -87,9 +109,9 @@ func (h *hold) release(ctx context.Context) error {
 	return err
 }
 
-// isNil reports whether v is nil or an interface holding a nil pointer
+// IsNil reports whether v is nil or an interface holding a nil pointer
 // (a nil *redlock.Client), whose methods would fail on every run.
-func isNil(v any) bool {
+func IsNil(v any) bool {
 	if v == nil {
 		return true
 	}
