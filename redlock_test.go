@@ -210,7 +210,7 @@ func TestCloseBounded(t *testing.T) {
 	start := time.Now()
 	require.NoError(t, rl.Close())
 	took := time.Since(start)
-	require.Less(t, took, 3*time.Second, "want Close bounded (about 750ms) with a stopped node and no read timeout, took %v", took)
+	require.Less(t, took, 3*time.Second, "want Close bounded (about 850ms) with a stopped node and no read timeout, took %v", took)
 	require.NoError(t, nodes[2].Resume())
 	eventually(t, 5*time.Second, func() bool { return get(t, clients[2], k) == "" },
 		"want the stuck release to land once node 3 resumes")
