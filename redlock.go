@@ -382,17 +382,21 @@ const giveBackWait = 100 * time.Millisecond
 // process may exit right after it: the releases still in flight (see
 // Unlock) get up to 250ms to be answered, then the releases still being
 // retried get one last attempt each, bounded by 250ms per node, and are
-// dropped; their keys expire with their TTL. Last, the connections it
-// held of the go-redis clients' pools are given back (waiting up to
-// 100ms), so that the caller may close those clients next. Close returns
-// within about 850ms in all, even when a stalled node holds a request of a go-redis
-// client that has no read timeout (that request's goroutine then ends
-// with it). Locks already held can still be extended and unlocked, but a
+// dropped; their keys expire with their TTL. It ends every
+// auto-extension (AutoExtend, Do, leaderships): those locks end at once, as
+// lost (Done closed, Validity 0, Err matching ErrLockLost and
+// ErrClosed), and their keys expire with their TTL unless released.
+// Last, the connections it held of the go-redis clients' pools are given
+// back (waiting up to 100ms), so that the caller may close those clients
+// next. Close returns within about 850ms in all, even when a stalled
+// node holds a request of a go-redis client that has no read timeout
+// (that request's goroutine then ends with it). Locks already held can
+// still be extended and unlocked (and leaderships resigned), but a
 // release that fails after Close is not retried, and new acquisitions
 // return an error matching ErrClosed (and ErrInvalid). It closes the
-// go-redis clients of a Client made by Dial, last, and not those given
-// to New. Close is idempotent and returns nil; on a nil or zero Client
-// it does nothing.
+// go-redis clients of a Client made by Dial, last, and not those given to
+// New. Close is idempotent and returns nil; on a nil or zero Client it
+// does nothing.
 func (c *Client) Close() error {
 	if c == nil || c.closed == nil {
 		return nil
@@ -401,6 +405,7 @@ func (c *Client) Close() error {
 	c.goMu.Lock()
 	c.closeOnce.Do(func() { close(c.closed) })
 	c.goMu.Unlock()
+	c.sched.endAll()
 	// Every goroutine of the group (pipe leaders, retry loops) was
 	// started before this Wait. Bounded: a node whose go-redis client
 	// has no read timeout and does not honour context deadlines can hold

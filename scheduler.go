@@ -37,6 +37,39 @@ type sched struct {
 	running bool          // the loop runs
 	wake    chan struct{} // pokes the loop when the earliest entry changed; cap 1
 	lag     time.Duration // how late ticks start: the last lateness, or a decaying higher one
+	// live lists every entry added and not yet removed, in the heap or
+	// in a tick, so that Close can end them all (endAll); closed: Close
+	// ran, and no entry is added any more.
+	live   entryList
+	closed bool
+}
+
+// entryList is an intrusive doubly linked list of entries: 16 bytes an
+// auto-extended lock, with no map to grow.
+type entryList struct{ head *entry }
+
+func (ls *entryList) push(e *entry) {
+	e.next, e.prev = ls.head, nil
+	if ls.head != nil {
+		ls.head.prev = e
+	}
+	ls.head = e
+	e.listed = true
+}
+
+func (ls *entryList) unlink(e *entry) {
+	if !e.listed {
+		return
+	}
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		ls.head = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	}
+	e.prev, e.next, e.listed = nil, nil, false
 }
 
 // entry is one auto-extended lock in the scheduler. While it is in the
@@ -58,6 +91,9 @@ type entry struct {
 	set  time.Time // when due or exp was last set: see sched.loop's late
 	idx  int       // index in the heap; -1 when not in it
 	gone bool      // removed: not queued again
+
+	prev, next *entry // in sched.live
+	listed     bool
 }
 
 // at is when the scheduler next looks at e: its extension or its expiry.
@@ -105,16 +141,24 @@ const tickGap = 2 * time.Millisecond
 func (e *entry) coalesce() time.Duration { return e.ttl / 16 }
 
 // add schedules e to be extended at due (dl: the lock's deadline), unless
-// it was removed.
-func (s *sched) add(c *Client, e *entry, due, dl time.Time) {
+// it was removed. It reports false when the Client was closed: e is not
+// added, and marked removed.
+func (s *sched) add(c *Client, e *entry, due, dl time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.addLocked(c, e, due, dl)
+	return s.addLocked(c, e, due, dl)
 }
 
-func (s *sched) addLocked(c *Client, e *entry, due, dl time.Time) {
+func (s *sched) addLocked(c *Client, e *entry, due, dl time.Time) bool {
+	if s.closed {
+		e.gone = true
+		return false
+	}
 	if e.gone {
-		return
+		return true
+	}
+	if !e.listed {
+		s.live.push(e)
 	}
 	e.due, e.dl = due, dl
 	e.set = time.Now()
@@ -135,7 +179,35 @@ func (s *sched) addLocked(c *Client, e *entry, due, dl time.Time) {
 		}
 		go s.loop(c)
 	}
+	return true
 }
+
+// endAll ends every auto-extended lock for Close: no extension is sent
+// after it returns, and each lock ends as one whose auto-extension was
+// lost (Done closed, Validity 0, Err matching ErrLockLost and
+// ErrClosed); its keys stay on the nodes until Unlock or their TTL. The
+// scheduler accepts no entry afterwards (add reports false).
+func (s *sched) endAll() {
+	s.mu.Lock()
+	s.closed = true
+	var ls []*entry
+	for e := s.live.head; e != nil; e = e.next {
+		ls = append(ls, e)
+	}
+	s.mu.Unlock()
+	for _, e := range ls {
+		l := e.l
+		l.mu.Lock()
+		if l.w != nil && l.w.ent == e {
+			l.loseLocked(errClosedLost)
+		}
+		l.mu.Unlock()
+		s.remove(e) // also an entry its lock no longer points to
+	}
+}
+
+// errClosedLost ends the auto-extended locks of a closed Client.
+var errClosedLost = &lostError{msg: "lock lost: the Client was closed, which ends auto-extension", errs: []error{ErrLockLost, ErrClosed}}
 
 // expireAt makes the scheduler end e's lock at exp (see Lock.armLocked).
 // It reports false when e was removed: a timer of the lock's own must
@@ -183,6 +255,7 @@ func (s *sched) takeOut(e *entry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e.gone = true
+	s.live.unlink(e)
 	if e.idx >= 0 {
 		heap.Remove(&s.h, e.idx)
 		if len(s.h) == 0 {

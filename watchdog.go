@@ -208,7 +208,8 @@ func (l *Lock) Err() error {
 // Extend). Errors:
 // ErrInvalid for a nil *Lock or ctx; ErrAlreadyExtending while an
 // earlier AutoExtend's ctx is not done (of two calls at once, one wins);
-// ErrHoldLimit once a hold limit stopped the extensions; or Err() when
+// ErrHoldLimit once a hold limit stopped the extensions; ErrClosed after
+// the Client's Close (the lock then lives out its validity); or Err() when
 // the lock has already ended (after Unlock, ErrReleased; once lost, an
 // error matching ErrLockLost).
 func (l *Lock) AutoExtend(ctx context.Context) error {
@@ -257,7 +258,14 @@ func (l *Lock) AutoExtend(ctx context.Context) error {
 		l.armLocked()
 		l.mu.Unlock()
 	})
-	l.c.sched.add(l.c, e, l.deadline.Add(-ttl/2), l.deadline)
+	if !l.c.sched.add(l.c, e, l.deadline.Add(-ttl/2), l.deadline) {
+		// The Client was closed: no auto-extension; the lock lives out
+		// its validity.
+		e.stop()
+		w.ent = nil
+		l.armLocked()
+		return ErrClosed
+	}
 	l.armLocked() // the scheduler watches the expiry from now on
 	return nil
 }

@@ -744,3 +744,83 @@ func TestDoReleasesOnPanicAndGoexit(t *testing.T) {
 		require.NoError(t, l.Unlock(ctx))
 	}
 }
+
+// TestCloseEndsAutoExtension: Close ends every auto-extension at once:
+// auto-extended locks and leaderships close Done with an error matching
+// ErrLockLost and ErrClosed and report no validity, and nothing extends
+// their keys any more, which expire with their TTL; a lock that was not
+// auto-extended keeps its validity. After Close, AutoExtend says
+// ErrClosed, and Unlock and Resign still release, so that a candidate of
+// another Client is elected at once.
+func TestCloseEndsAutoExtension(t *testing.T) {
+	_, clients := cluster(t, 3)
+	ctx := context.Background()
+	rl, err := redlock.New(clients, redlock.WithNodeTimeout(testNodeTimeout))
+	require.NoError(t, err)
+	const ttl = 2 * time.Second
+	k1, k2, k3 := key(t), key(t), key(t)
+	auto, err := rl.TryLock(ctx, k1, ttl)
+	require.NoError(t, err)
+	require.NoError(t, auto.AutoExtend(ctx))
+	plain, err := rl.TryLock(ctx, k2, time.Minute)
+	require.NoError(t, err)
+	name := key(t)
+	lead, err := rl.Election(name).Campaign(ctx, "closing", ttl)
+	require.NoError(t, err)
+	did := make(chan error, 1)
+	go func() {
+		did <- rl.Do(ctx, k3, ttl, func(ctx context.Context) error {
+			<-ctx.Done()
+			return nil
+		})
+	}()
+	eventually(t, 5*time.Second, func() bool { return get(t, clients[0], k3) != "" }, "want Do's lock taken")
+
+	require.NoError(t, rl.Close())
+	for what, d := range map[string]interface {
+		Done() <-chan struct{}
+		Err() error
+		Validity() time.Duration
+	}{"auto-extended lock": auto, "leadership": lead} {
+		select {
+		case <-d.Done():
+		default:
+			t.Fatalf("%s: want Done closed once Close returned", what)
+		}
+		require.ErrorIs(t, d.Err(), redlock.ErrLockLost, what)
+		require.ErrorIs(t, d.Err(), redlock.ErrClosed, what)
+		require.LessOrEqual(t, d.Validity(), time.Duration(0), what)
+	}
+	err = <-did
+	require.ErrorIs(t, err, redlock.ErrLockLost, "want Do's fn told by its ctx")
+	select {
+	case <-plain.Done():
+		t.Fatal("want a lock that was not auto-extended to keep its validity")
+	default:
+	}
+	require.Positive(t, plain.Validity())
+	require.ErrorIs(t, plain.AutoExtend(ctx), redlock.ErrClosed)
+
+	// A leadership ended by Close is still released by Resign: another
+	// Client's candidate is elected at once (hand-off), well before the
+	// minute-long retry delay.
+	other := newClient(t, clients, redlock.WithRetryDelay(time.Minute))
+	got := make(chan error, 1)
+	lead2 := make(chan *redlock.Leadership, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		l, err := other.Election(name).Campaign(cctx, "next", 10*time.Second)
+		lead2 <- l
+		got <- err
+	}()
+	require.ErrorIs(t, lead.Resign(ctx), redlock.ErrNotHeld, "want Resign to say the leadership was lost")
+	require.NoError(t, <-got)
+	require.NoError(t, (<-lead2).Resign(ctx))
+	// Nothing extends the keys any more: they expire with their TTL.
+	eventually(t, 2*ttl+5*time.Second, func() bool { return get(t, clients[0], k1) == "" && get(t, clients[0], k3) == "" },
+		"want the auto-extended keys to expire once Close ended their extension")
+
+	require.NoError(t, plain.Unlock(ctx), "want Unlock after Close to release")
+	require.Equal(t, "", get(t, clients[0], k2))
+}

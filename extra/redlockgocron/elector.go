@@ -68,9 +68,10 @@ var (
 // change of leader skips the ticks until the next leader has settled,
 // and a leader that dies without resigning leaves its leadership to
 // expire: the next is elected about a TTL later. Close the Elector
-// before its Client: a closed Client goes on extending the locks it
-// holds, the leadership too, while its go-redis clients are open. For jobs that must each run once, and a ctx cancelled when
-// the lock is lost, use a Locker and Job instead.
+// before its Client: the Elector resigns, so another replica takes over
+// at once, while a closed Client only stops extending the leadership,
+// which then expires. For jobs that must each run once, and a ctx
+// cancelled when the lock is lost, use a Locker and Job instead.
 type Elector struct {
 	election *redlock.Election
 	value    string
