@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
@@ -122,6 +123,23 @@ func foreignBlocked(err error) bool {
 	n := 0
 	for _, r := range qe.Nodes {
 		if r.Status == NodeFailed && wire.IsWrongType(r.Err) {
+			n++
+		}
+	}
+	return n > len(qe.Nodes)-qe.Quorum
+}
+
+// deniedByACL reports whether err is a lost round in which more nodes
+// refused a command with NOPERM than the quorum can spare: the nodes'
+// ACL, not an outage, which no retry gets past.
+func deniedByACL(err error) bool {
+	var qe *QuorumError
+	if !errors.As(err, &qe) {
+		return false
+	}
+	n := 0
+	for _, r := range qe.Nodes {
+		if r.Status == NodeFailed && redis.HasErrorPrefix(r.Err, "NOPERM") {
 			n++
 		}
 	}
