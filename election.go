@@ -360,7 +360,7 @@ func (ld *Leadership) proclaim(ctx context.Context, value string) error {
 	p := &wire.Proclaim{
 		Key: wk, Old: l.token, Value: wire.Value(tok, electionMeta(l.Fence(), value)),
 		Channel: ch, Msg: electedMsg,
-		History: termsKey(wk), Term: l.Fence(), Member: wire.TermMember(seq, value),
+		History: termsKey(wk), Term: l.Fence(), Member: wire.TermMember(l.Fence(), seq, value),
 		Keep: electionHistoryLen, ExpireMS: electionHistoryTTL(l.ttl).Milliseconds(),
 	}
 	start := time.Now()
@@ -703,7 +703,7 @@ func (e *Election) history(ctx context.Context, from int64) (entries []wire.Term
 		}
 		answered++
 		for _, x := range a.es {
-			k := strconv.FormatInt(x.Term, 10) + " " + x.Member
+			k := x.Member
 			if by[k] == nil {
 				by[k] = &seen{x: x}
 			}

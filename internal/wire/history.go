@@ -7,30 +7,35 @@ import (
 
 // An election's history (key/proclaim.lua, key/history.lua) is a sorted
 // set per node: one member per publication of a leadership (Campaign's,
-// then each Proclaim's), scored by the leadership's term. Members of one
-// term sort by their fixed-width sequence number first, so that the
-// set's own order is the order of publication.
+// then each Proclaim's), scored by the leadership's term. A member
+// carries its term too, since a set keeps one score per member and two
+// leaderships may publish the same value at the same place; then its
+// sequence number, so that the members of one term sort in the order of
+// publication; then the value.
 
-// seqDigits is the width of a member's sequence number in hexadecimal:
-// fixed, so that the byte order of members is their numeric order.
-const seqDigits = 16
+// numDigits is the width of a member's term and sequence number in
+// hexadecimal: fixed, so that the byte order of members is their
+// numeric order.
+const numDigits = 16
 
-// TermMember is the history member of a leadership's seq-th publication
-// (0 for Campaign's) of value.
-func TermMember(seq int64, value string) string {
-	return fmt.Sprintf("%0*x:", seqDigits, uint64(seq)) + value
+// TermMember is the history member of the seq-th publication (0 for
+// Campaign's) of value by the leadership of term.
+func TermMember(term, seq int64, value string) string {
+	return fmt.Sprintf("%0*x:%0*x:", numDigits, uint64(term), numDigits, uint64(seq)) + value
 }
 
 // ParseTermMember reads TermMember's format.
-func ParseTermMember(m string) (seq int64, value string, ok bool) {
-	if len(m) <= seqDigits || m[seqDigits] != ':' {
-		return 0, "", false
+func ParseTermMember(m string) (term, seq int64, value string, ok bool) {
+	const head = 2 * (numDigits + 1)
+	if len(m) < head || m[numDigits] != ':' || m[head-1] != ':' {
+		return 0, 0, "", false
 	}
-	n, err := strconv.ParseUint(m[:seqDigits], 16, 63)
-	if err != nil {
-		return 0, "", false
+	t, err1 := strconv.ParseUint(m[:numDigits], 16, 63)
+	n, err2 := strconv.ParseUint(m[numDigits+1:head-1], 16, 63)
+	if err1 != nil || err2 != nil {
+		return 0, 0, "", false
 	}
-	return int64(n), m[seqDigits+1:], true
+	return int64(t), int64(n), m[head:], true
 }
 
 // Proclaim is a leadership's rewrite of its metadata on a node
@@ -92,9 +97,9 @@ func ParseHistory(res any) ([]TermEntry, error) {
 		if !ok1 || !ok2 {
 			return nil, ErrUnexpectedReply(res)
 		}
-		term, err := strconv.ParseInt(sc, 10, 64)
-		seq, value, ok := ParseTermMember(m)
-		if err != nil || !ok {
+		score, err := strconv.ParseInt(sc, 10, 64)
+		term, seq, value, ok := ParseTermMember(m)
+		if err != nil || !ok || score != term {
 			return nil, fmt.Errorf("redlock: unexpected history entry %q (term %q)", m, sc)
 		}
 		out = append(out, TermEntry{Term: term, Member: m, Seq: seq, Value: value})
