@@ -164,9 +164,9 @@ type Leadership struct {
 // ErrNotObtained and ctx.Err() (and, when an attempt completed, its
 // reason, such as ErrContended, with the current leader's value in its
 // message); an error matching ErrNotObtained and a *QuorumError (Op
-// OpProclaim) with the nodes' NOPERM errors when their ACL refuses what
-// publishing the term runs (see docs/security.md); the errors of Lock
-// otherwise.
+// OpProclaim) with the nodes' ACL errors, at once, when their ACL refuses
+// what publishing the term runs (see docs/security.md); the errors of
+// Lock otherwise.
 func (e *Election) Campaign(ctx context.Context, value string, ttl time.Duration, opts ...Option) (*Leadership, error) {
 	if err := e.check(); err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -130,8 +131,9 @@ func foreignBlocked(err error) bool {
 }
 
 // deniedByACL reports whether err is a lost round in which more nodes
-// refused a command with NOPERM than the quorum can spare: the nodes'
-// ACL, not an outage, which no retry gets past.
+// refused a command by their ACL than the quorum can spare: not an
+// outage, and no retry gets past it. A command refused to the caller is
+// NOPERM; one a script runs fails with aclScriptDenied.
 func deniedByACL(err error) bool {
 	var qe *QuorumError
 	if !errors.As(err, &qe) {
@@ -139,9 +141,13 @@ func deniedByACL(err error) bool {
 	}
 	n := 0
 	for _, r := range qe.Nodes {
-		if r.Status == NodeFailed && redis.HasErrorPrefix(r.Err, "NOPERM") {
+		if r.Status == NodeFailed && r.Err != nil && (redis.HasErrorPrefix(r.Err, "NOPERM") || strings.Contains(r.Err.Error(), aclScriptDenied)) {
 			n++
 		}
 	}
 	return n > len(qe.Nodes)-qe.Quorum
 }
+
+// aclScriptDenied is how Redis 7 words the error of a command a script
+// runs that the ACL denies its caller.
+const aclScriptDenied = "can't run this command"
