@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -461,6 +462,12 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	if err != nil {
 		return Leader{}, err
 	}
+	return e.leaderOf(h)
+}
+
+// leaderOf is the leader an inspection of the election's key found:
+// Leader's result.
+func (e *Election) leaderOf(h *Holding) (Leader, error) {
 	switch h.State {
 	case HoldHeld:
 		term, value, ok := parseElectionMeta(h.Metadata)
@@ -591,7 +598,11 @@ func (e *Election) observe(ctx context.Context, out chan<- Leader) {
 func (e *Election) observeOnce(ctx context.Context, st *observeState, out chan<- Leader) (changed, ok bool) {
 	// The leader first: what it shows was written before the history is
 	// read, so the history (while intact) holds it.
-	cur, lerr := e.Leader(ctx)
+	h, lerr := e.c.Inspect(ctx, ElectionKey(e.name))
+	var cur Leader
+	if lerr == nil {
+		cur, lerr = e.leaderOf(h)
+	}
 	from := st.term
 	if !st.started && lerr == nil {
 		from = cur.Term
@@ -612,21 +623,24 @@ func (e *Election) observeOnce(ctx context.Context, st *observeState, out chan<-
 	}
 	if !st.started {
 		if lerr != nil {
-			// No leader: start after the history, once enough nodes
-			// answered to tell where it ends.
-			if answered < e.c.need {
-				return false, true
+			// No leader: start after the leaderships that ended. Any
+			// later one has a higher term than the counters of a free
+			// key's nodes that answered (a quorum of its nodes meets
+			// them), and one being elected has its holder's counter.
+			switch {
+			case h == nil || h.State == HoldUnknown:
+				return false, true // too few answers to tell: later
+			case h.State == HoldFree:
+				st.term = h.Fence
+			default:
+				st.term = h.Fence - 1
 			}
-			st.started = true
-			if n := len(entries); n > 0 {
-				st.term, st.seq = entries[n-1].Term, entries[n-1].Seq
+			st.started, st.seq = true, math.MaxInt64
+		} else {
+			st.started, st.seq = true, -1
+			if !send(cur) {
+				return changed, false
 			}
-			return false, true
-		}
-		st.started = true
-		st.seq = -1
-		if !send(cur) {
-			return changed, false
 		}
 	}
 	if st.seq < 0 {
