@@ -108,6 +108,7 @@ type stressRun struct {
 	faults   map[string]int
 	downs    map[int][][2]time.Duration // per node: when it was killed or paused
 	holds    map[string]*stressHold     // by token
+	observed []observation              // what each Observe delivered (stress_election_test.go)
 	open     map[*stressHold]struct{}   // acquired and not yet unlocked
 	fresh    int                        // fresh keys used so far
 
