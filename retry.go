@@ -117,17 +117,7 @@ func retryable(err error) bool {
 // removes the values, so Lock returns the error rather than wait for
 // them.
 func foreignBlocked(err error) bool {
-	var qe *QuorumError
-	if !errors.As(err, &qe) {
-		return false
-	}
-	n := 0
-	for _, r := range qe.Nodes {
-		if r.Status == NodeFailed && wire.IsWrongType(r.Err) {
-			n++
-		}
-	}
-	return n > len(qe.Nodes)-qe.Quorum
+	return failedBeyondQuorum(err, wire.IsWrongType)
 }
 
 // deniedByACL reports whether err is a lost round in which more nodes
@@ -135,13 +125,21 @@ func foreignBlocked(err error) bool {
 // outage, and no retry gets past it. A command refused to the caller is
 // NOPERM; one a script runs fails with aclScriptDenied.
 func deniedByACL(err error) bool {
+	return failedBeyondQuorum(err, func(err error) bool {
+		return redis.HasErrorPrefix(err, "NOPERM") || strings.Contains(err.Error(), aclScriptDenied)
+	})
+}
+
+// failedBeyondQuorum reports whether err is a lost round in which more
+// nodes failed with an error is accepts than the quorum can spare.
+func failedBeyondQuorum(err error, is func(error) bool) bool {
 	var qe *QuorumError
 	if !errors.As(err, &qe) {
 		return false
 	}
 	n := 0
 	for _, r := range qe.Nodes {
-		if r.Status == NodeFailed && r.Err != nil && (redis.HasErrorPrefix(r.Err, "NOPERM") || strings.Contains(r.Err.Error(), aclScriptDenied)) {
+		if r.Status == NodeFailed && r.Err != nil && is(r.Err) {
 			n++
 		}
 	}
