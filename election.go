@@ -1,9 +1,12 @@
 package redlock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,8 +32,15 @@ import (
 // strictly increases from one leader to the next while no node loses its
 // data (see WithRestartGuard), and a resource can refuse a deposed
 // leader's writes with FencedSet. Proclaim rewrites the value in place,
-// keeping the token and the TTL (key/proclaim.lua). Leader and Observe
-// read the key as Inspect does.
+// keeping the token and the TTL (key/proclaim.lua). Leader reads the
+// key as Inspect does.
+//
+// Each publication of a leadership (Campaign's, then each Proclaim's)
+// also goes, in the same script and only where the node holds the
+// leadership, into the election's history on that node
+// (ElectionTermsKey), scored by its term and ordered within a term by a
+// sequence number. Observe reads the history, so that a leadership
+// begun and ended between two of its reads is still delivered.
 
 // observePoll is how often Observe reads the leader when no message
 // wakes it: a lost message delays a change by at most this.
@@ -40,6 +50,19 @@ const observePoll = time.Second
 // Proclaim publish on the election key's release channel
 // (key/proclaim.lua): it wakes Observe, not the candidates.
 const electedMsg = "e"
+
+// electionHistoryLen is how many entries each node's history of an
+// election keeps (the highest): an observer that falls further behind
+// skips the oldest.
+const electionHistoryLen = 64
+
+// electionHistoryTTL is how long an election's history lives after its
+// last write, for a leadership of ttl: long against observePoll, so that
+// an observer reads an entry before it expires, and bounded, so that an
+// idle election leaves nothing behind for ever.
+func electionHistoryTTL(ttl time.Duration) time.Duration {
+	return max(10*ttl, time.Minute)
+}
 
 // Election is a leader election among the users of one name: at most one
 // leader at a time, with a term that increases from leader to leader. It
@@ -53,7 +76,11 @@ type Election struct {
 
 // Election returns the election called name. It does no I/O. Its key is
 // ElectionKey(name), with the key prefix (WithKeyPrefix) in front, so an
-// election never collides with a lock on name.
+// election never collides with a lock on name. A name may not be empty
+// or end with ":fence" or ":terms": its key would be another election's
+// fence counter or history (ElectionTermsKey); Campaign, Leader and Run
+// return an error matching ErrInvalid for it, and Observe a closed
+// channel.
 func (c *Client) Election(name string) *Election {
 	return &Election{c: c, name: name}
 }
@@ -85,6 +112,8 @@ func (e *Election) check() error {
 		return invalidf("zero Election (not returned by Client.Election)")
 	case e.name == "":
 		return invalidf("empty election name")
+	case strings.HasSuffix(e.name, ":fence"), strings.HasSuffix(e.name, termsSuffix):
+		return invalidf("election name %q ends with %q: its key would be another election's fence counter or history", e.name, e.name[strings.LastIndexByte(e.name, ':'):])
 	}
 	return nil
 }
@@ -109,6 +138,7 @@ type Leadership struct {
 	cancel context.CancelFunc // stops the auto-extension
 
 	pmu sync.Mutex // serialises Proclaims, so the last one's value stands
+	seq int64      // under pmu: the next publication's place in the history
 	mu  sync.Mutex
 	val string
 	// resigned: Resign ran; rerr is what it returned.
@@ -134,7 +164,10 @@ type Leadership struct {
 // Client's Close; when ctx ends the wait, an error matching
 // ErrNotObtained and ctx.Err() (and, when an attempt completed, its
 // reason, such as ErrContended, with the current leader's value in its
-// message); the errors of Lock otherwise.
+// message); an error matching ErrNotObtained and a *QuorumError (Op
+// OpProclaim) with the nodes' ACL errors, at once, when their ACL refuses
+// what publishing the term runs (see docs/security.md); the errors of
+// Lock otherwise.
 func (e *Election) Campaign(ctx context.Context, value string, ttl time.Duration, opts ...Option) (*Leadership, error) {
 	if err := e.check(); err != nil {
 		return nil, err
@@ -171,6 +204,11 @@ func (e *Election) Campaign(ctx context.Context, value string, ttl time.Duration
 		_ = l.Unlock(context.Background())
 		if ctx.Err() != nil {
 			return nil, errors.Join(ErrNotObtained, ctx.Err(), err)
+		}
+		if deniedByACL(err) {
+			// The nodes refuse the history's commands: every win would
+			// end the same way.
+			return nil, errors.Join(ErrNotObtained, err)
 		}
 	}
 }
@@ -316,10 +354,19 @@ func (ld *Leadership) proclaim(ctx context.Context, value string) error {
 	wk := c.cfg.prefix + l.keys[0]
 	ch := c.cfg.prefix + ReleaseChannel(l.keys[0])
 	tok, _ := wire.SplitValue(l.token)
-	nv := wire.Value(tok, electionMeta(l.Fence(), value))
+	// Every publication takes the next place, a failed one too, so that
+	// what it left on a few nodes sorts before the ones that follow.
+	seq := ld.seq
+	ld.seq++
+	p := &wire.Proclaim{
+		Key: wk, Old: l.token, Value: wire.Value(tok, electionMeta(l.Fence(), value)),
+		Channel: ch, Msg: electedMsg,
+		History: termsKey(wk), Term: l.Fence(), Member: wire.TermMember(l.Fence(), seq, value),
+		Keep: electionHistoryLen, ExpireMS: electionHistoryTTL(l.ttl).Milliseconds(),
+	}
 	start := time.Now()
 	res, got, err := eachNode(ctx, c, l.cfg, func(ctx context.Context, i int, nd *node.Node) NodeResult {
-		r, err := evalRead(ctx, nd, func(cmd string) []any { return wire.ProclaimArgs(cmd, wk, l.token, nv, ch, electedMsg) })
+		r, err := evalRead(ctx, nd, p.Args)
 		nr := NodeResult{Node: i, Addr: nd.Addr, Latency: time.Since(start)}
 		v, ok := r.(int64)
 		switch {
@@ -415,6 +462,12 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	if err != nil {
 		return Leader{}, err
 	}
+	return e.leaderOf(h)
+}
+
+// leaderOf is the leader an inspection of the election's key found:
+// Leader's result.
+func (e *Election) leaderOf(h *Holding) (Leader, error) {
 	switch h.State {
 	case HoldHeld:
 		term, value, ok := parseElectionMeta(h.Metadata)
@@ -430,7 +483,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	case HoldFree:
 		return Leader{}, causef([]error{ErrNoLeader}, "election %q: no leader (%d of %d nodes answered)", e.name, answered(h), len(h.Nodes))
 	}
-	return Leader{}, causef([]error{ErrUnreachable}, "election %q: leader unknown: %d of %d nodes answered, too few to tell (%d needed)", e.name, answered(h), len(h.Nodes), e.c.need)
+	return Leader{}, causef([]error{ErrUnreachable}, "election %q: leader unknown: %d of %d nodes answered, too few to tell (%d needed)%s", e.name, answered(h), len(h.Nodes), e.c.need, firstNodeErr(h))
 }
 
 // answered counts the nodes that answered an inspection.
@@ -444,21 +497,47 @@ func answered(h *Holding) int {
 	return n
 }
 
+// firstNodeErr names the first node error of an inspection, so that a
+// refusal (an ACL's NOPERM) reads in the error itself; "" when none.
+func firstNodeErr(h *Holding) string {
+	for _, x := range h.Nodes {
+		if x.Err != nil {
+			return fmt.Sprintf(": node %d: %v", x.Node, x.Err)
+		}
+	}
+	return ""
+}
+
 // Observe returns a channel that delivers the election's leader at each
-// change of leader or of its value: in term order (a leader of a lower
-// term than one delivered is never delivered), without duplicates, and
-// never a "no leader". A Proclaim is delivered as the same term with the
-// new value. The channel closes when ctx ends, or when the Client is
-// closed.
+// change of leader or of its value: every leadership's term with each
+// value its Campaign and its successful Proclaims published, in term
+// order and, within a term, in the order published, without duplicates,
+// and never a "no leader". The first delivery is the leader when Observe
+// starts (nothing is delivered while there is none); what came before is
+// not. The channel closes when ctx ends, or when the Client is closed.
 //
-// Observe reads the leader as Leader does; a new leader and Proclaim
-// announce themselves over pub/sub, and so does Resign, which wakes it
-// at once; it also reads every second, so that a lost message only
-// delays a change. It reports the leader it reads, not every leader
-// there was: a leader elected and gone between two reads (a leadership
-// shorter than the time a read takes) may be skipped; the last leader is
-// always delivered. A slow receiver delays the reads, not the election.
-// For a nil or zero *Election or a nil ctx it returns a closed channel.
+// At each wake Observe reads the leader as Leader does, then the
+// election's history (ElectionTermsKey) from every node. A new leader and
+// Proclaim announce themselves over pub/sub, and so does Resign, which
+// wakes it at once; it also reads every second, so that a lost message
+// only delays a change. An entry of the history is delivered when it may
+// be on a quorum: seen on k of the a nodes that answered, with
+// k + (N − a) ≥ quorum; what a failed Proclaim wrote on a minority of
+// nodes is not delivered once every node answers. So a leadership
+// elected and gone between two reads is delivered too. Its
+// Validity is measured only for the leadership the same wake's leader
+// read found: it is ≤ 0 for a leadership delivered after it ended (and 0
+// for one that began after that read).
+//
+// Limits: each node keeps the last 64 entries of an election's history,
+// for max(10×ttl, 1 minute) after its last write (ElectionTermsKey). An
+// observer that falls further behind skips what the nodes dropped, and a
+// node restarted empty has lost its copy (the other nodes' still count).
+// Where the history has nothing newer but the leader read does (the
+// history expired, or a lock taken on the key by other means), Observe
+// delivers the leader read. A slow receiver delays the reads, not the
+// election. For a nil or zero *Election, a name Election refuses or a
+// nil ctx it returns a closed channel.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	out := make(chan Leader)
 	if e.check() != nil || ctx == nil {
@@ -469,12 +548,21 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	return out
 }
 
+// observeState is where an observer is in the election's history.
+type observeState struct {
+	started bool // a first read placed it
+	// term and seq are the last entry delivered or passed over; seq is
+	// -1 after a delivery of the leader read, whose place is not known.
+	term, seq int64
+	value     string // the last value delivered, in term
+	sent      bool   // a value was delivered
+}
+
 func (e *Election) observe(ctx context.Context, out chan<- Leader) {
 	defer close(out)
 	w := e.c.hub.join(e.c, []string{ElectionKey(e.name)}, false, true)
 	defer e.c.hub.leave(w)
-	var last Leader
-	seen := false
+	var st observeState
 	t := time.NewTimer(0)
 	defer t.Stop()
 	backoff := time.Duration(0) // after a wake that found no change
@@ -486,17 +574,12 @@ func (e *Election) observe(ctx context.Context, out chan<- Leader) {
 			backoff = 5 * time.Millisecond
 		case <-t.C:
 		}
-		ld, err := e.Leader(ctx)
+		changed, ok := e.observeOnce(ctx, &st, out)
 		switch {
-		case ctx.Err() != nil || e.c.isClosed():
+		case !ok:
 			return
-		case err == nil && (!seen || ld.Term > last.Term || (ld.Term == last.Term && ld.Value != last.Value)):
-			select {
-			case out <- ld:
-			case <-ctx.Done():
-				return
-			}
-			last, seen, backoff = ld, true, 0
+		case changed:
+			backoff = 0
 		case backoff > 0:
 			// Woken, but the change is not visible yet (the candidate
 			// the release woke has not won): look again soon.
@@ -508,6 +591,149 @@ func (e *Election) observe(ctx context.Context, out chan<- Leader) {
 		}
 		t.Reset(next)
 	}
+}
+
+// observeOnce reads the leader, then the history, and delivers what
+// follows st; ok is false once the observer must stop.
+func (e *Election) observeOnce(ctx context.Context, st *observeState, out chan<- Leader) (changed, ok bool) {
+	// The leader first: what it shows was written before the history is
+	// read, so the history (while intact) holds it.
+	h, lerr := e.c.Inspect(ctx, ElectionKey(e.name))
+	var cur Leader
+	if lerr == nil {
+		cur, lerr = e.leaderOf(h)
+	}
+	from := st.term
+	if !st.started && lerr == nil {
+		from = cur.Term
+	}
+	entries, answered := e.history(ctx, max(from, 1))
+	if ctx.Err() != nil || e.c.isClosed() {
+		return false, false
+	}
+	send := func(ld Leader) bool {
+		select {
+		case out <- ld:
+			changed = true
+			st.term, st.value, st.sent = ld.Term, ld.Value, true
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	if !st.started {
+		if lerr != nil {
+			// No leader: start after the leaderships that ended. Any
+			// later one has a higher term than the counters of a free
+			// key's nodes that answered (a quorum of its nodes meets
+			// them), and one being elected has its holder's counter.
+			switch {
+			case h == nil || h.State == HoldUnknown:
+				return false, true // too few answers to tell: later
+			case h.State == HoldFree:
+				st.term = h.Fence
+			default:
+				st.term = h.Fence - 1
+			}
+			st.started, st.seq = true, math.MaxInt64
+		} else {
+			st.started, st.seq = true, -1
+			if !send(cur) {
+				return changed, false
+			}
+		}
+	}
+	if st.seq < 0 {
+		// Delivered from the leader read: place it at its entry.
+		found := false
+		for _, x := range entries {
+			if x.Term == st.term && x.Value == st.value {
+				st.seq, found = x.Seq, true
+			}
+		}
+		if !found && answered < len(e.c.nodes) {
+			// The nodes that hold it did not answer: this term's
+			// entries may be older than it. Wait for them.
+			entries = slices.DeleteFunc(entries, func(x wire.TermEntry) bool { return x.Term == st.term })
+		}
+	}
+	for _, x := range entries {
+		if x.Term < st.term || (x.Term == st.term && x.Seq <= st.seq) {
+			continue
+		}
+		dup := st.sent && x.Term == st.term && x.Value == st.value
+		st.seq = x.Seq
+		if dup {
+			st.term = x.Term
+			continue
+		}
+		v := time.Duration(0)
+		if lerr == nil && x.Term == cur.Term {
+			v = cur.Validity
+		}
+		if !send(Leader{Value: x.Value, Term: x.Term, Validity: v}) {
+			return changed, false
+		}
+	}
+	if lerr == nil && cur.Term > st.term {
+		// The history has nothing of this leadership (expired, or a
+		// lock taken on the key by other means): the leader read.
+		st.seq = -1
+		if !send(cur) {
+			return changed, false
+		}
+	}
+	return changed, true
+}
+
+// history reads the election's history entries of term from or more
+// from every node (each given the per-node timeout, as Inspect does),
+// and returns those that may be on a quorum, in (term, seq) order, and
+// how many nodes answered. An entry seen on k of the a nodes that
+// answered may be on a quorum when k + (N − a) ≥ quorum.
+func (e *Election) history(ctx context.Context, from int64) (entries []wire.TermEntry, answered int) {
+	c := e.c
+	hk := c.cfg.prefix + ElectionTermsKey(e.name)
+	type answer struct {
+		es  []wire.TermEntry
+		err error
+	}
+	res, got, _ := eachNode(ctx, c, &c.cfg, func(ctx context.Context, _ int, nd *node.Node) answer {
+		r, err := evalRead(ctx, nd, func(cmd string) []any { return wire.HistoryArgs(cmd, hk, from) })
+		if err != nil {
+			return answer{err: err}
+		}
+		es, err := wire.ParseHistory(r)
+		return answer{es, err}
+	})
+	type seen struct {
+		x wire.TermEntry
+		n int
+	}
+	by := map[string]*seen{}
+	for i, a := range res {
+		if !got[i] || a.err != nil {
+			continue
+		}
+		answered++
+		for _, x := range a.es {
+			k := x.Member
+			if by[k] == nil {
+				by[k] = &seen{x: x}
+			}
+			by[k].n++
+		}
+	}
+	missing := len(c.nodes) - answered
+	for _, s := range by {
+		if s.x.Term > 0 && s.n+missing >= c.need {
+			entries = append(entries, s.x)
+		}
+	}
+	slices.SortFunc(entries, func(a, b wire.TermEntry) int {
+		return cmp.Or(cmp.Compare(a.Term, b.Term), cmp.Compare(a.Seq, b.Seq), strings.Compare(a.Value, b.Value))
+	})
+	return entries, answered
 }
 
 // Run campaigns with value and, once elected, runs fn with a ctx that is

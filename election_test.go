@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -18,6 +19,7 @@ import (
 	"github.com/seed543a70bd/redlock"
 	"github.com/seed543a70bd/redlock/internal/redisnode"
 	"github.com/seed543a70bd/redlock/internal/redistest"
+	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
 // TestElectionCampaignProclaimResignHandsOff pins the life of a
@@ -413,35 +415,26 @@ type observed struct {
 }
 
 // TestElectionObserveFollowsTerms is randomized (replay with -seed):
-// candidates campaign, proclaim and resign while observers watch. Every
-// observer sees only real (term, value) pairs, in term order, with no
-// duplicate, and, once the run quiesces, the last leader.
+// candidates campaign, proclaim and resign while observers watch; about
+// a third of the leaderships resign at once, shorter than an observer's
+// read. Once the run quiesces, every observer has delivered exactly what
+// the leaderships published: every term Campaign returned, each with its
+// Campaign's value and then every successful Proclaim's, in term order,
+// without duplicates, ending with the last leader.
 func TestElectionObserveFollowsTerms(t *testing.T) {
 	seed := testSeed(t)
 	_, clients := cluster(t, 3)
 	ctx := context.Background()
 	name := key(t)
-	octx, ocancel := context.WithCancel(ctx)
-	defer ocancel()
-	watcher := newClient(t, clients)
-	var owg sync.WaitGroup
+	obs, first := startObserving(t, newClient(t, clients).Election(name), 3)
 	var mu sync.Mutex
-	seen := make([][]observed, 3)
-	for i := range seen {
-		ch := watcher.Election(name).Observe(octx)
-		owg.Add(1)
-		go func() {
-			defer owg.Done()
-			for ld := range ch {
-				mu.Lock()
-				seen[i] = append(seen[i], observed{ld.Term, ld.Value})
-				mu.Unlock()
-			}
-		}()
+	pubs := map[int64][]string{} // what each term published, in order
+	publish := func(term int64, v string) {
+		mu.Lock()
+		defer mu.Unlock()
+		pubs[term] = append(pubs[term], v)
 	}
-	real := map[observed]bool{}
 	var wg sync.WaitGroup
-	var last atomic.Pointer[observed]
 	var order sync.Mutex // one candidate acts at a time, so that the last leader is known
 	for who := range 3 {
 		rl := newClient(t, clients, redlock.WithRetryDelay(20*time.Millisecond))
@@ -455,24 +448,19 @@ func TestElectionObserveFollowsTerms(t *testing.T) {
 					return
 				}
 				order.Lock()
-				v := observed{lead.Term(), fmt.Sprint("c", who)}
-				mu.Lock()
-				real[v] = true
-				mu.Unlock()
-				last.Store(&v)
-				for p := range rng.IntN(3) {
-					v := observed{lead.Term(), fmt.Sprint("c", who, "-", p)}
-					mu.Lock()
-					real[v] = true
-					mu.Unlock()
-					if assertNoErr(t, lead.Proclaim(ctx, v.value)) {
-						last.Store(&v)
+				publish(lead.Term(), fmt.Sprint("c", who))
+				if rng.IntN(3) > 0 {
+					for p := range rng.IntN(3) {
+						v := fmt.Sprint("c", who, "-", p)
+						if assertNoErr(t, lead.Proclaim(ctx, v)) {
+							publish(lead.Term(), v)
+						}
+						time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
 					}
-					time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
+					time.Sleep(time.Duration(rng.IntN(50)) * time.Millisecond)
 				}
-				time.Sleep(time.Duration(rng.IntN(50)) * time.Millisecond)
 				order.Unlock()
-				_ = lead.Resign(ctx)
+				assertNoErr(t, lead.Resign(ctx))
 			}
 		}()
 	}
@@ -480,35 +468,273 @@ func TestElectionObserveFollowsTerms(t *testing.T) {
 	// The last leader stays: every observer must reach it.
 	final, err := newClient(t, clients).Election(name).Campaign(ctx, "final", 10*time.Second)
 	require.NoError(t, err)
-	want := observed{final.Term(), "final"}
-	mu.Lock()
-	real[want] = true
-	mu.Unlock()
+	publish(final.Term(), "final")
+	want := []observed{first}
+	for _, term := range slices.Sorted(maps.Keys(pubs)) {
+		for _, v := range pubs[term] {
+			want = append(want, observed{term, v})
+		}
+	}
+	requireSaw(t, obs, want, seed)
+	require.NoError(t, final.Resign(ctx))
+}
+
+// observer gathers what an Observe channel delivers, until it closes.
+type observer struct {
+	mu     sync.Mutex
+	seen   []observed
+	closed chan struct{}
+}
+
+// watch starts gathering what ch delivers.
+func watch(ch <-chan redlock.Leader) *observer {
+	o := &observer{closed: make(chan struct{})}
+	go func() {
+		defer close(o.closed)
+		for ld := range ch {
+			o.mu.Lock()
+			o.seen = append(o.seen, observed{ld.Term, ld.Value})
+			o.mu.Unlock()
+		}
+	}()
+	return o
+}
+
+// get returns what o gathered so far.
+func (o *observer) get() []observed {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.seen)
+}
+
+// startObserving campaigns once on el, starts n observers of el (closed
+// at the test's end) and waits until each delivered that leadership,
+// which it then resigns: from there on, an observer misses nothing.
+func startObserving(t *testing.T, el *redlock.Election, n int) ([]*observer, observed) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	lead, err := el.Campaign(ctx, "start", 10*time.Second)
+	require.NoError(t, err)
+	first := observed{lead.Term(), "start"}
+	obs := make([]*observer, n)
+	for i := range obs {
+		obs[i] = watch(el.Observe(ctx))
+	}
+	t.Cleanup(func() {
+		cancel()
+		for _, o := range obs {
+			<-o.closed
+		}
+	})
 	eventually(t, 10*time.Second, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		for i := range seen {
-			if !slices.Contains(seen[i], want) {
+		for _, o := range obs {
+			if !slices.Contains(o.get(), first) {
 				return false
 			}
 		}
 		return true
-	}, "want every observer to reach the last leader %v (seed %d)", want, seed)
-	ocancel()
-	owg.Wait()
-	for i, s := range seen {
-		for j, o := range s {
-			require.True(t, real[o], "observer %d: %v was never a leader (seed %d)", i, o, seed)
-			if j > 0 {
-				p := s[j-1]
-				require.True(t, o.term > p.term || (o.term == p.term && o.value != p.value),
-					"observer %d: %v after %v: want term order without duplicates (seed %d)", i, o, p, seed)
+	}, "want every observer to deliver the first leader %v", first)
+	require.NoError(t, lead.Resign(ctx))
+	return obs, first
+}
+
+// requireSaw waits until every observer delivered want's last entry,
+// then requires that each delivered exactly want.
+func requireSaw(t *testing.T, obs []*observer, want []observed, seed uint64) {
+	t.Helper()
+	last := want[len(want)-1]
+	eventually(t, 20*time.Second, func() bool {
+		for _, o := range obs {
+			if !slices.Contains(o.get(), last) {
+				return false
 			}
 		}
-		require.Equal(t, want, s[len(s)-1], "observer %d: want the last leader last", i)
-		t.Logf("observer %d saw %d changes", i, len(s))
+		return true
+	}, "want every observer to reach the last leader %v (seed %d)", last, seed)
+	for i, o := range obs {
+		got := o.get()
+		if !slices.Equal(want, got) {
+			t.Fatalf("observer %d: want every publication in order without duplicates (seed %d):\nwant %v\ngot  %v\nmissing %v",
+				i, seed, want, got, missing(want, got))
+		}
 	}
-	require.NoError(t, final.Resign(ctx))
+	t.Logf("%d observers saw %d publications, terms %d..%d", len(obs), len(want), want[0].term, last.term)
+}
+
+// missing returns the entries of want that got lacks.
+func missing(want, got []observed) []observed {
+	var out []observed
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// leaderships runs n leaderships of el one after another, each
+// publishing its Campaign's value and up to two Proclaims; about a third
+// resign at once. It returns what they published, in order.
+func leaderships(t *testing.T, rng *rand.Rand, el *redlock.Election, n int, who string) []observed {
+	t.Helper()
+	ctx := context.Background()
+	var out []observed
+	for i := range n {
+		v := fmt.Sprint(who, i)
+		lead, err := el.Campaign(ctx, v, 2*time.Second)
+		require.NoError(t, err)
+		out = append(out, observed{lead.Term(), v})
+		if rng.IntN(3) > 0 {
+			for p := range rng.IntN(3) {
+				pv := fmt.Sprint(v, "-", p)
+				require.NoError(t, lead.Proclaim(ctx, pv))
+				out = append(out, observed{lead.Term(), pv})
+			}
+		}
+		require.NoError(t, lead.Resign(ctx))
+	}
+	return out
+}
+
+// TestObserveIgnoresMinorityEntries pins that an entry of the history on
+// a minority of nodes, as a failed Proclaim leaves it, is not delivered
+// once every node answers, while the publications around it are.
+func TestObserveIgnoresMinorityEntries(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	name := key(t)
+	el := rl.Election(name)
+	obs, first := startObserving(t, el, 2)
+	lead, err := el.Campaign(ctx, "a", 10*time.Second)
+	require.NoError(t, err)
+	// Seq 1 in the leadership's term, on node 0 only: what a Proclaim
+	// that reached one node of three wrote there.
+	require.NoError(t, clients[0].ZAdd(ctx, redlock.ElectionTermsKey(name),
+		redis.Z{Score: float64(lead.Term()), Member: wire.TermMember(lead.Term(), 1, "ghost")}).Err())
+	require.NoError(t, lead.Proclaim(ctx, "b"))
+	require.NoError(t, lead.Resign(ctx))
+	lead2, err := el.Campaign(ctx, "c", 10*time.Second)
+	require.NoError(t, err)
+	requireSaw(t, obs, []observed{first, {lead.Term(), "a"}, {lead.Term(), "b"}, {lead2.Term(), "c"}}, 0)
+	require.NoError(t, lead2.Resign(ctx))
+}
+
+// TestObserveManyObserversNodeDown pins that many observers at once,
+// with a node killed in the middle of the run, each deliver every
+// publication, short leaderships included.
+func TestObserveManyObserversNodeDown(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	nodes, clients := cluster(t, 3)
+	el := newClient(t, clients).Election(key(t))
+	obs, first := startObserving(t, el, 12)
+	want := append([]observed{first}, leaderships(t, rng, el, 5, "a")...)
+	require.NoError(t, nodes[2].Kill())
+	want = append(want, leaderships(t, rng, el, 5, "b")...)
+	requireSaw(t, obs, want, seed)
+}
+
+// TestObserveSlowReceiver pins that a receiver that stops reading holds
+// back neither the election nor its own history: leaderships go on
+// while it does not read, and it then delivers every one, in order.
+func TestObserveSlowReceiver(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	_, clients := cluster(t, 3)
+	el := newClient(t, clients).Election(key(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lead, err := el.Campaign(ctx, "start", 10*time.Second)
+	require.NoError(t, err)
+	first := observed{lead.Term(), "start"}
+	ch := el.Observe(ctx)
+	ld := <-ch
+	require.Equal(t, first, observed{ld.Term, ld.Value})
+	require.NoError(t, lead.Resign(ctx))
+	// No one reads ch while these run: they must complete.
+	var want []observed
+	within(t, 60*time.Second, "leaderships while the receiver does not read", func() {
+		want = append([]observed{first}, leaderships(t, rng, el, 8, "a")...)
+	})
+	o := watch(ch)
+	o.mu.Lock()
+	o.seen = []observed{first}
+	o.mu.Unlock()
+	requireSaw(t, []*observer{o}, want, seed)
+}
+
+// TestObserveCancelledMidRead pins that ending ctx at any instant of
+// Observe's reads, while leaderships come and go, closes the channel
+// promptly, after deliveries that are real publications in order.
+func TestObserveCancelledMidRead(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	el := rl.Election(key(t))
+	stop := make(chan struct{})
+	churned := make(chan []observed)
+	go func() {
+		var out []observed
+		crng := rand.New(rand.NewPCG(seed, 1))
+		for {
+			select {
+			case <-stop:
+				churned <- out
+				return
+			default:
+			}
+			out = append(out, leaderships(t, crng, el, 1, "c")...)
+		}
+	}()
+	var got [][]observed
+	for range 30 {
+		ctx, cancel := context.WithCancel(context.Background())
+		ch := el.Observe(ctx)
+		time.AfterFunc(time.Duration(rng.IntN(20_000))*time.Microsecond, cancel)
+		var seen []observed
+		within(t, 10*time.Second, "Observe's channel closing after ctx ended", func() {
+			for ld := range ch {
+				seen = append(seen, observed{ld.Term, ld.Value})
+			}
+		})
+		cancel()
+		got = append(got, seen)
+	}
+	close(stop)
+	real := <-churned
+	for i, seen := range got {
+		// Each delivery is a publication, and they follow the run's order.
+		at := -1
+		for _, o := range seen {
+			j := slices.Index(real, o)
+			require.Greater(t, j, at, "observer %d: %v: want a publication after the last delivered (seed %d)", i, o, seed)
+			at = j
+		}
+	}
+}
+
+// TestElectionNameRefusesCounterSuffixes pins that a name whose key
+// would be another election's fence counter or history is refused.
+func TestElectionNameRefusesCounterSuffixes(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	for _, name := range []string{"a:fence", "a:terms", ":terms"} {
+		el := rl.Election(name)
+		_, err := el.Campaign(ctx, "v", time.Second)
+		require.ErrorIs(t, err, redlock.ErrInvalid, name)
+		require.ErrorContains(t, err, "history", name)
+		_, err = el.Leader(ctx)
+		require.ErrorIs(t, err, redlock.ErrInvalid, name)
+		_, open := <-el.Observe(ctx)
+		require.False(t, open, "%s: want a closed channel", name)
+	}
+	// A name that merely contains the suffixes is an election.
+	lead, err := rl.Election("a:terms:b").Campaign(ctx, "v", 10*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, lead.Resign(ctx))
 }
 
 // assertNoErr reports err as a test error from a goroutine, and whether

@@ -93,11 +93,33 @@ const electionPrefix = "redlock:election:"
 
 // ElectionKey returns the key of the lock that holds the election called
 // name (Client.Election): "redlock:election:" + name. Its fencing
-// counter, FenceKey(ElectionKey(name)), holds the terms. Under
+// counter, FenceKey(ElectionKey(name)), holds the terms, and its
+// history, ElectionTermsKey(name), what each leader published. Under
 // WithKeyPrefix(p) the key is p + ElectionKey(name). A lock on name
 // never collides with it; do not lock keys that begin with
 // "redlock:election:" yourself.
+//
+// An election's name may not end with ":fence" or ":terms" (ErrInvalid):
+// its key would be another election's fence counter or history.
 func ElectionKey(name string) string { return electionPrefix + name }
+
+// termsSuffix names an election's history: its key + termsSuffix.
+const termsSuffix = ":terms"
+
+// ElectionTermsKey returns the key of the history of the election called
+// name on each node: ElectionKey(name) + ":terms", a sorted set with one
+// member per publication of a leadership (Campaign's, then each
+// Proclaim's), scored by its term, which Observe reads so that it misses
+// no term. Like the fence counter it shares the election key's hash tag,
+// so a Redis Cluster node keeps them in one slot. Each write keeps the
+// last 64 entries (electionHistoryLen) and sets the key to expire after
+// max(10×ttl, 1 minute) (electionHistoryTTL): unlike the fence counter it
+// does not outlive an idle election. Under WithKeyPrefix(p) the history
+// is at p + ElectionTermsKey(name).
+func ElectionTermsKey(name string) string { return termsKey(ElectionKey(name)) }
+
+// termsKey returns the history key of an election's key as stored.
+func termsKey(key string) string { return key + termsSuffix }
 
 // releasePrefix is the prefix of the release channels.
 const releasePrefix = "redlock:release:"

@@ -3,8 +3,10 @@ package redlock
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
@@ -121,15 +123,35 @@ func retryable(err error) bool {
 // removes the values, so Lock returns the error rather than wait for
 // them.
 func foreignBlocked(err error) bool {
+	return failedBeyondQuorum(err, wire.IsWrongType)
+}
+
+// deniedByACL reports whether err is a lost round in which more nodes
+// refused a command by their ACL than the quorum can spare: not an
+// outage, and no retry gets past it. A command refused to the caller is
+// NOPERM; one a script runs fails with aclScriptDenied.
+func deniedByACL(err error) bool {
+	return failedBeyondQuorum(err, func(err error) bool {
+		return redis.HasErrorPrefix(err, "NOPERM") || strings.Contains(err.Error(), aclScriptDenied)
+	})
+}
+
+// failedBeyondQuorum reports whether err is a lost round in which more
+// nodes failed with an error is accepts than the quorum can spare.
+func failedBeyondQuorum(err error, is func(error) bool) bool {
 	var qe *QuorumError
 	if !errors.As(err, &qe) {
 		return false
 	}
 	n := 0
 	for _, r := range qe.Nodes {
-		if r.Status == NodeFailed && wire.IsWrongType(r.Err) {
+		if r.Status == NodeFailed && r.Err != nil && is(r.Err) {
 			n++
 		}
 	}
 	return n > len(qe.Nodes)-qe.Quorum
 }
+
+// aclScriptDenied is how Redis 7 words the error of a command a script
+// runs that the ACL denies its caller.
+const aclScriptDenied = "can't run this command"

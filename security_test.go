@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -821,5 +822,71 @@ func waitGone(t testing.TB, clients []redis.UniversalClient, keys ...string) {
 			eventually(t, 5*time.Second, func() bool { return get(t, c, k) == "" },
 				"node %d: want %q gone", i, k)
 		}
+	}
+}
+
+// electionACL is what docs/security.md adds to documentedACL for
+// elections: the elections' keys (ElectionKey, with their fence counters
+// and histories), what Inspect, Leader and Observe read (TYPE, PTTL,
+// ZRANGEBYSCORE, TIME), and what Campaign and Proclaim write to an
+// election's history (ZADD, ZREMRANGEBYRANK; PEXPIRE is a lock's).
+var electionACL = []string{"~redlock:election:*", "+type", "+pttl", "+zrangebyscore", "+time", "+zadd", "+zremrangebyrank"}
+
+// TestElectionACL pins docs/security.md's ACL for elections: a user
+// with exactly those commands campaigns, proclaims, reads the leader,
+// observes every publication, inspects and resigns; without one of them
+// the call that needs it fails at once with the node's ACL error.
+func TestElectionACL(t *testing.T) {
+	nodes := redistest.NodesWith(t, 3, redisnode.Options{Args: []string{"--requirepass", "admin-pw"}})
+	admins := redistest.Clients(t, nodes)
+	rules := append(append([]string{"on", ">secret"}, documentedACL...), electionACL...)
+	aclSetUser(t, admins, "elector", rules...)
+	ctx := context.Background()
+
+	t.Run("documented commands", func(t *testing.T) {
+		rl := newClient(t, userClients(t, nodes, "elector", "secret"))
+		name := key(t)
+		el := rl.Election(name)
+		obs, first := startObserving(t, el, 1)
+		lead, err := el.Campaign(ctx, "a", 10*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, lead.Proclaim(ctx, "b"))
+		ld, err := el.Leader(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "b", ld.Value)
+		h, err := rl.Inspect(ctx, redlock.ElectionKey(name))
+		require.NoError(t, err)
+		require.Equal(t, redlock.HoldHeld, h.State)
+		require.NoError(t, lead.Resign(ctx))
+		lead2, err := el.Campaign(ctx, "c", 10*time.Second)
+		require.NoError(t, err)
+		requireSaw(t, obs, []observed{first, {lead.Term(), "a"}, {lead.Term(), "b"}, {lead2.Term(), "c"}}, 0)
+		require.NoError(t, lead2.Resign(ctx))
+	})
+
+	for _, tc := range []struct {
+		drop string
+		call func(el *redlock.Election) error
+		want error
+	}{
+		{"+pttl", func(el *redlock.Election) error { _, err := el.Leader(ctx); return err }, redlock.ErrUnreachable},
+		{"+zadd", func(el *redlock.Election) error {
+			cctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			_, err := el.Campaign(cctx, "v", 10*time.Second)
+			return err
+		}, redlock.ErrNotObtained},
+	} {
+		t.Run("without "+tc.drop, func(t *testing.T) {
+			user := "elector" + tc.drop[1:]
+			aclSetUser(t, admins, user, slices.DeleteFunc(slices.Clone(rules), func(r string) bool { return r == tc.drop })...)
+			rl := newClient(t, userClients(t, nodes, user, "secret"))
+			var err error
+			within(t, 30*time.Second, "the call without "+tc.drop, func() { err = tc.call(rl.Election(key(t))) })
+			require.ErrorIs(t, err, tc.want)
+			// A script's denied command: Redis names the script, not the
+			// command.
+			require.ErrorContains(t, err, "can't run this command")
+		})
 	}
 }

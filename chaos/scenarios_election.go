@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -179,6 +180,9 @@ type electionRun struct {
 	mu       sync.Mutex
 	pauses   []*pauseRecord
 	observed []redlock.Leader
+	// observedAt is when each of observed was delivered, on the run's
+	// clock.
+	observedAt []time.Duration
 }
 
 func election(ctx context.Context, e *env) error {
@@ -261,10 +265,12 @@ func (r *electionRun) start(ctx context.Context) error {
 	}
 	r.obs = obs
 	ch := obs.Election(electionName).Observe(ctx)
+	clock := e.rec.Clock()
 	r.wg.Go(func() {
 		for l := range ch {
 			r.mu.Lock()
 			r.observed = append(r.observed, l)
+			r.observedAt = append(r.observedAt, clock.Now())
 			r.mu.Unlock()
 		}
 	})
@@ -505,7 +511,7 @@ func (r *electionRun) awaitNext(ctx context.Context, term int64, d time.Duration
 // leader's late write was refused once a later leader had written, that
 // leaders were elected while the minority was partitioned, and that
 // Observe delivered in term order, without duplicates, never "no
-// leader".
+// leader", and missed no leadership (see below).
 func (r *electionRun) check(parts []window) {
 	e := r.e
 	h := e.rec.History()
@@ -579,5 +585,31 @@ func (r *electionRun) check(parts []window) {
 	}
 	if len(r.observed) == 0 {
 		e.failf("Observe delivered no leader")
+	}
+	// Observe misses no leadership whose term lies between two it
+	// delivered: Campaign returned once the term was in a quorum of
+	// nodes' histories. A restart loses a node's copy, so a leadership
+	// is exempt when a node restarted between its attempt and the
+	// delivery of a later term.
+	var restarts []time.Duration
+	for _, ev := range h.Events {
+		if ev.Kind == EventRestart {
+			restarts = append(restarts, ev.At)
+		}
+	}
+	delivered := map[int64]bool{}
+	for _, l := range r.observed {
+		delivered[l.Term] = true
+	}
+	for _, s := range h.Sections {
+		if s.Mode != ModeLeader || s.Key != r.key || delivered[s.Fence] || len(r.observed) == 0 || r.observed[0].Term >= s.Fence {
+			continue
+		}
+		j := slices.IndexFunc(r.observed, func(l redlock.Leader) bool { return l.Term > s.Fence })
+		if j < 0 || slices.ContainsFunc(restarts, func(at time.Duration) bool { return at >= s.Attempt && at <= r.observedAt[j] }) {
+			continue
+		}
+		e.failf("Observe missed the leadership of term %d (client %d, elected at %s): it delivered term %d at %s, and no node restarted in between",
+			s.Fence, s.Client, ms(s.Acquired), r.observed[j].Term, ms(r.observedAt[j]))
 	}
 }

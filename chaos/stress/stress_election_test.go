@@ -23,7 +23,9 @@ import (
 // Beside them:
 //
 //   - Observe delivers in term order, without duplicates, never "no
-//     leader", and its channel closes once its ctx ends;
+//     leader", and its channel closes once its ctx ends; no leadership
+//     whose term lies between two it delivered is missing (checked at
+//     the end, against the recorded sections);
 //   - Inspect never returns a holder's token, of any lock the run took;
 //   - while no node is killed or paused, Inspect of a leader's own
 //     election says held, by its holder ID (the SHA-1 of its token), with a
@@ -330,5 +332,48 @@ func (s *stressRun) observe(ctx context.Context, id int, rng *rand.Rand, name st
 	}
 	if len(got) > 0 {
 		s.count(opObserve + " delivered")
+	}
+	if len(got) > 2 {
+		s.mu.Lock()
+		s.observed = append(s.observed, observation{worker: id, name: name, got: got})
+		s.mu.Unlock()
+	}
+}
+
+// observation is what one Observe of an election delivered.
+type observation struct {
+	worker int
+	name   string
+	got    []redlock.Leader
+}
+
+// checkObserved checks that no leadership is missing from what an
+// Observe delivered: every recorded leadership of the election whose
+// term lies between the first and the last term delivered. Campaign
+// returned only once its term was on a quorum of nodes' histories, and
+// the nodes keep their data across kills and pauses, so an observer that
+// went on to a later term has read it. The check needs the run's
+// sections, recorded when each leadership ends: it runs at the end.
+func (s *stressRun) checkObserved(h chaos.History) {
+	terms := map[string][]int64{} // by election key
+	for _, sec := range h.Sections {
+		if sec.Mode == chaos.ModeLeader {
+			terms[sec.Key] = append(terms[sec.Key], sec.Fence)
+		}
+	}
+	s.mu.Lock()
+	obs := s.observed
+	s.mu.Unlock()
+	for _, o := range obs {
+		first, last := o.got[0].Term, o.got[len(o.got)-1].Term
+		delivered := map[int64]bool{}
+		for _, l := range o.got {
+			delivered[l.Term] = true
+		}
+		for _, term := range terms[redlock.ElectionKey(o.name)] {
+			if term > first && term < last && !delivered[term] {
+				s.failf("worker %d: Observe of %s delivered terms %d to %d but not leadership term %d (delivered: %+v)", o.worker, o.name, first, last, term, o.got)
+			}
+		}
 	}
 }

@@ -91,6 +91,7 @@ func TestStress(t *testing.T) {
 	}
 	h := s.rec.History()
 	s.checkHistory(h)
+	s.checkObserved(h)
 	s.checkFamilyProgress(d, h)
 	s.checkUnlocked()
 	s.checkFamilies()

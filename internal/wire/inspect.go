@@ -102,15 +102,3 @@ func ms(v int64) time.Duration {
 	}
 	return time.Duration(v) * time.Millisecond
 }
-
-// ProclaimArgs is the command that rewrites a key lock's metadata on a
-// node (key/proclaim.lua): old is the holder's value when it acquired,
-// value its new value, channel where the change is announced ("" for
-// none) with message msg.
-func ProclaimArgs(cmd string, key, old, value, channel, msg string) []any {
-	script := ScriptProclaim.SHA
-	if cmd == "eval" {
-		script = ScriptProclaim.Src
-	}
-	return []any{cmd, script, 1, key, old, value, channel, msg}
-}

@@ -42,6 +42,8 @@ var (
 	ScriptInspect = newLua(ownSrc + src("key/inspect.lua"))
 	// ScriptProclaim rewrites a key lock holder's metadata (Proclaim).
 	ScriptProclaim = newLua(ownSrc + src("key/proclaim.lua"))
+	// ScriptHistory reads an election's recent publications (Observe).
+	ScriptHistory = newLua(src("key/history.lua"))
 	// ScriptFencedSet is FencedSet's: a write to a resource guarded by
 	// fencing tokens.
 	ScriptFencedSet = newLua(src("fence/fenced_set.lua"))
