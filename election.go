@@ -596,6 +596,17 @@ func (e *Election) observe(ctx context.Context, out chan<- Leader) {
 // observeOnce reads the leader, then the history, and delivers what
 // follows st; ok is false once the observer must stop.
 func (e *Election) observeOnce(ctx context.Context, st *observeState, out chan<- Leader) (changed, ok bool) {
+	// Before the first delivery: the leaderships already in the history
+	// are read before the leader, so that, when no leader shows, they
+	// are known to have ended, and the observer starts after them. A
+	// leadership being elected then has a higher term, and no entry yet.
+	var ended int64
+	if !st.started {
+		pre, _ := e.history(ctx, 1)
+		for _, x := range pre {
+			ended = max(ended, x.Term)
+		}
+	}
 	// The leader first: what it shows was written before the history is
 	// read, so the history (while intact) holds it.
 	h, lerr := e.c.Inspect(ctx, ElectionKey(e.name))
@@ -623,18 +634,14 @@ func (e *Election) observeOnce(ctx context.Context, st *observeState, out chan<-
 	}
 	if !st.started {
 		if lerr != nil {
-			// No leader: start after the leaderships that ended. Any
-			// later one has a higher term than the counters of a free
-			// key's nodes that answered (a quorum of its nodes meets
-			// them), and one being elected has its holder's counter.
-			switch {
-			case h == nil || h.State == HoldUnknown:
+			// No leader: start after the leaderships that ended (read
+			// above). Not after the fence counters: an acquire that
+			// has raised some nodes' counters may win with that term
+			// yet, and would be skipped.
+			if h == nil || h.State == HoldUnknown {
 				return false, true // too few answers to tell: later
-			case h.State == HoldFree:
-				st.term = h.Fence
-			default:
-				st.term = h.Fence - 1
 			}
+			st.term = ended
 			st.started, st.seq = true, math.MaxInt64
 		} else {
 			st.started, st.seq = true, -1
