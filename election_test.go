@@ -161,7 +161,7 @@ func TestCampaignCtxBoundsOnlyTheWait(t *testing.T) {
 	case <-lead.Done():
 		// A loaded machine may stall past what a 300ms lease survives;
 		// only a loss without such a stall is a failure.
-		if stalls.Survivable(t, ttl, testNodeTimeout) {
+		if stalls.Survivable(t, ttl, testNodeTimeout, lossMargin(ttl, testNodeTimeout)) {
 			t.Fatalf("want the leadership held past its TTL, got %v", lead.Err())
 		}
 		_ = lead.Resign(ctx)

@@ -136,7 +136,11 @@ func overlappingReaders(t *testing.T, rl *redlock.Client, k string, n int, hold 
 					started <- struct{}{}
 				}
 				time.Sleep(hold) // the reader's work
-				if err := r.Unlock(context.Background()); err != nil {
+				// ErrUnreachable is Unlock's documented answer when a
+				// stalled machine keeps a quorum's replies past the
+				// release's wait; the release is retried in the
+				// background, and the lease ends with its TTL.
+				if err := r.Unlock(context.Background()); err != nil && !errors.Is(err, redlock.ErrUnreachable) {
 					t.Errorf("reader %d: unlock: %v", i, err)
 					return
 				}

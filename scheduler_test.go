@@ -179,7 +179,7 @@ func TestManyAutoExtendedLocks(t *testing.T) {
 	if longest < margin {
 		require.Zero(t, lateDone, "lost locks whose Done closed after their deadline, with no stall over %v (first: %s)", margin, firstLate)
 	}
-	if stalls.Survivable(t, ttl, defaultNodeTimeout(ttl)) {
+	if stalls.Survivable(t, ttl, defaultNodeTimeout(ttl), lossMargin(ttl, defaultNodeTimeout(ttl))) {
 		require.Zero(t, lost, "locks lost with every node up and survivable stalls (first: %v)", firstErr)
 		require.GreaterOrEqual(t, minExt, 6, "a lock was extended fewer than 6 times in 6 TTLs")
 		// Every lock is still on a quorum of nodes.
@@ -281,7 +281,7 @@ func TestManyLocksMinorityPaused(t *testing.T) {
 	if margin := lossMargin(ttl, pausedNodeTimeout); stalls.Longest() < margin {
 		require.Zero(t, late, "lost locks whose Done closed after their deadline, with no stall over %v (first: %s)", margin, firstLate)
 	}
-	if stalls.Survivable(t, ttl, pausedNodeTimeout) {
+	if stalls.Survivable(t, ttl, pausedNodeTimeout, lossMargin(ttl, pausedNodeTimeout)) {
 		require.Zero(t, lost, "locks lost with a minority paused and survivable stalls (first: %v)", first)
 	} else {
 		t.Logf("stalls past what a lock survives: losses allowed")
@@ -381,7 +381,7 @@ func TestBatchedFamilyAndPrefix(t *testing.T) {
 	must(rl.TryRLock(ctx, k+"-read", ttl))
 	must(rl.TryAcquire(ctx, k+"-sem", 3, ttl))
 	time.Sleep(3 * ttl) // extensions happen in the background: nothing to await
-	if stalls.Survivable(t, ttl, testNodeTimeout) {
+	if stalls.Survivable(t, ttl, testNodeTimeout, lossMargin(ttl, testNodeTimeout)) {
 		for _, l := range locks {
 			require.NoError(t, l.Err(), l.Key())
 			require.GreaterOrEqual(t, l.Extensions(), 4, l.Key())
@@ -501,7 +501,7 @@ func TestBatchCluster(t *testing.T) {
 		locks = append(locks, l)
 	}
 	time.Sleep(3 * ttl) // extensions run in the background: nothing to await
-	if stalls.Survivable(t, ttl, testNodeTimeout) {
+	if stalls.Survivable(t, ttl, testNodeTimeout, lossMargin(ttl, testNodeTimeout)) {
 		for i, l := range locks {
 			require.NoError(t, l.Err(), "lock %d (%s)", i, l.Key())
 			require.GreaterOrEqual(t, l.Extensions(), 4, "lock %d", i)
