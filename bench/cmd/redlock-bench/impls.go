@@ -95,6 +95,14 @@ type alternating struct {
 	calls atomic.Uint64
 }
 
+// Close closes both Clients.
+func (a *alternating) Close() error {
+	for _, c := range a.ls {
+		_ = c.Close()
+	}
+	return nil
+}
+
 func (a *alternating) Lock(ctx context.Context, key string, ttl time.Duration, opts ...redlock.Option) (*redlock.Lock, error) {
 	return a.ls[(a.calls.Add(1)-1)%uint64(len(a.ls))].Lock(ctx, key, ttl, opts...)
 }
@@ -106,8 +114,13 @@ func oursFrom(name string, build func([]redis.UniversalClient) (locker, error)) 
 		if err != nil {
 			return impl{}, err
 		}
+		var closer func()
+		if cl, ok := c.(interface{ Close() error }); ok {
+			closer = func() { _ = cl.Close() }
+		}
 		return impl{
-			name: name,
+			name:   name,
+			closer: closer,
 			cycle: func(ctx context.Context, key string) error {
 				l, err := c.Lock(ctx, key, ttl)
 				if err != nil {

@@ -47,10 +47,11 @@ func oneNodePID(b *testing.B) (redis.UniversalClient, int) {
 	return c, nodes[0].PID()
 }
 
-// benchOneNode times cycles of the impl that m builds on one node, over
-// 256 keys, after 200 untimed ones, and reports the median cycle as p50-µs.
-func benchOneNode(b *testing.B, m maker) {
-	c := oneNode(b)
+// oneNodeImpl starts one node and builds m's impl on it; it returns the
+// impl and the node's process ID. b.Cleanup closes both.
+func oneNodeImpl(b *testing.B, m maker) (impl, int) {
+	b.Helper()
+	c, pid := oneNodePID(b)
 	im, err := m.new(m.name, []redis.UniversalClient{c})
 	if err != nil {
 		b.Fatal(err)
@@ -58,6 +59,13 @@ func benchOneNode(b *testing.B, m maker) {
 	if im.closer != nil {
 		b.Cleanup(im.closer)
 	}
+	return im, pid
+}
+
+// benchOneNode times cycles of the impl that m builds on one node, over
+// 256 keys, after 200 untimed ones, and reports the median cycle as p50-µs.
+func benchOneNode(b *testing.B, m maker) {
+	im, _ := oneNodeImpl(b, m)
 	ctx := context.Background()
 	ks := keys(b.Name(), 256)
 	for i := range 200 {
@@ -118,17 +126,10 @@ func (t tryLocker) Lock(ctx context.Context, key string, ttl time.Duration, opts
 // 32 goroutines on keys of their own, cycles of the impl that m builds
 // on one node. It reports the process's CPU per cycle (user + system;
 // the node is another process) as cpu-µs/op and the node's as
-// node-cpu-µs/op, so that profiles of the
-// throughput path can be compared on a busy machine, where ops/s cannot.
+// node-cpu-µs/op, so that profiles of the throughput path can be
+// compared on a busy machine, where ops/s cannot.
 func benchOneNodeParallel(b *testing.B, m maker) {
-	c, pid := oneNodePID(b)
-	im, err := m.new(m.name, []redis.UniversalClient{c})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if im.closer != nil {
-		b.Cleanup(im.closer)
-	}
+	im, pid := oneNodeImpl(b, m)
 	ctx := context.Background()
 	var seq atomic.Int64
 	cpu0, node0 := processCPU(), nodesCPU([]int{pid})
