@@ -358,11 +358,14 @@ func (ld *Leadership) proclaim(ctx context.Context, value string) error {
 	// what it left on a few nodes sorts before the ones that follow.
 	seq := ld.seq
 	ld.seq++
+	l.mu.Lock()
+	ttl := l.ttl // an extension may set it meanwhile
+	l.mu.Unlock()
 	p := &wire.Proclaim{
 		Key: wk, Old: l.token, Value: wire.Value(tok, electionMeta(l.Fence(), value)),
 		Channel: ch, Msg: electedMsg,
 		History: termsKey(wk), Term: l.Fence(), Member: wire.TermMember(l.Fence(), seq, value),
-		Keep: electionHistoryLen, ExpireMS: electionHistoryTTL(l.ttl).Milliseconds(),
+		Keep: electionHistoryLen, ExpireMS: electionHistoryTTL(ttl).Milliseconds(),
 	}
 	start := time.Now()
 	res, got, err := eachNode(ctx, c, l.cfg, func(ctx context.Context, i int, nd *node.Node) NodeResult {

@@ -957,3 +957,28 @@ func TestResignAfterLossSaysNotHeld(t *testing.T) {
 	require.ErrorIs(t, lead.Resign(ctx), redlock.ErrNotHeld, "want the same answer again")
 	require.ErrorIs(t, lead.Proclaim(ctx, "w"), redlock.ErrNotHeld)
 }
+
+// TestProclaimDuringExtensions: Proclaims while the leadership's
+// auto-extension runs (a short TTL, so extensions fall due every few
+// tens of milliseconds) race with nothing (-race) and each one that
+// succeeds is what Leader then reports.
+func TestProclaimDuringExtensions(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients, redlock.WithNodeTimeout(20*time.Millisecond))
+	ctx := context.Background()
+	lead, err := rl.Election(key(t)).Campaign(ctx, "v0", 100*time.Millisecond)
+	require.NoError(t, err)
+	defer func() { _ = lead.Resign(ctx) }()
+	for i := range 60 {
+		v := fmt.Sprint("v", i+1)
+		err := lead.Proclaim(ctx, v)
+		select {
+		case <-lead.Done():
+			return // lost to a stalled machine: what ran raced with nothing
+		default:
+		}
+		require.NoError(t, err)
+		require.Equal(t, v, lead.Value())
+		time.Sleep(5 * time.Millisecond) // spread the Proclaims over several extensions
+	}
+}
