@@ -204,7 +204,7 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 		// +200µs p50 uncontended, 3x with one node 20ms slower). A
 		// process about to exit calls Close, which waits for them.
 		wait = max(wait, releaseTimeout)
-		c.flights.add(n)
+		c.flights.Add(n)
 	}
 	if c.first.CompareAndSwap(false, true) {
 		// The client's first round waits for every node's first contact,
@@ -436,7 +436,7 @@ func (rd *round) Report(i int, r wire.Reply) {
 		rd.observeNode(i, r, lat)
 	}
 	if rd.op == opRelease {
-		defer rd.c.flights.done()
+		defer rd.c.flights.Done()
 		if st == NodeFailed {
 			// Retried in the background until the node answers
 			// (retryRelease); deferred: run once rd.mu is released, and
@@ -623,9 +623,9 @@ func (rd *round) release(nd *node.Node, uncertain bool) {
 	// split votes do not wake every waiter into another split.
 	start := time.Now()
 	req := &request{w: wire.Request{Op: opRelease, Token: rd.token, TTL: rd.ttl}, keys: rd.req.keys, prefix: rd.req.prefix, fam: rd.req.fam, userToken: rd.req.userToken}
-	rd.c.flights.add(1)
+	rd.c.flights.Add(1)
 	r := rd.c.exec(ctx, nd, req)
-	rd.c.flights.done()
+	rd.c.flights.Done()
 	if rd.cfg.obs != nil || rd.cfg.log != nil {
 		rd.observeCleanup(nd, r, time.Since(start))
 	}
@@ -650,49 +650,6 @@ func (c *Client) retryRelease(nd *node.Node, req *request, ttl time.Duration, er
 		return
 	}
 	nd.RetryRelease(&req.w, req.keys, time.Now().Add(ttl+drift(ttl, c.cfg.driftFactor)), recheck)
-}
-
-// flights counts the releases in flight, for Close to wait for.
-type flights struct {
-	mu   sync.Mutex
-	n    int
-	zero chan struct{} // closed when n falls to 0; nil when nobody waits
-}
-
-func (f *flights) add(n int) {
-	f.mu.Lock()
-	f.n += n
-	f.mu.Unlock()
-}
-
-func (f *flights) done() {
-	f.mu.Lock()
-	f.n--
-	if f.n == 0 && f.zero != nil {
-		close(f.zero)
-		f.zero = nil
-	}
-	f.mu.Unlock()
-}
-
-// wait returns when no release is in flight, or after d.
-func (f *flights) wait(d time.Duration) {
-	f.mu.Lock()
-	if f.n == 0 {
-		f.mu.Unlock()
-		return
-	}
-	if f.zero == nil {
-		f.zero = make(chan struct{})
-	}
-	ch := f.zero
-	f.mu.Unlock()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ch:
-	case <-t.C:
-	}
 }
 
 // nodeSet is a set of node indexes: a bit mask for the first 64, a map

@@ -61,7 +61,7 @@ type Client struct {
 
 	closed    chan struct{} // closed by Close; nil for a zero Client
 	closeOnce sync.Once     // closes closed
-	flights   flights       // releases in flight (quorum.go), for Close
+	flights   node.Count    // releases in flight (quorum.go), for Close
 	// g runs the client's goroutines: the nodes' pipe leaders and
 	// release retry loops (internal/node); Close waits for it. goMu
 	// orders g.Go with Close: see spawn.
@@ -401,7 +401,7 @@ func (c *Client) Close() error {
 	if c == nil || c.closed == nil {
 		return nil
 	}
-	c.flights.wait(releaseTimeout)
+	c.flights.Wait(releaseTimeout)
 	c.goMu.Lock()
 	c.closeOnce.Do(func() { close(c.closed) })
 	c.goMu.Unlock()

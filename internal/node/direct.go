@@ -154,9 +154,9 @@ func (nd *Node) directTx(p *pipe, d time.Duration, now time.Time) *redis.Tx {
 	got := make(chan *redis.Tx, 1)
 	done, ended := make(chan struct{}), make(chan struct{})
 	slots := dc.slots
-	nd.held.add()
+	nd.held.Add(1)
 	go func() {
-		defer nd.held.done()
+		defer nd.held.Done()
 		defer close(ended)
 		defer slots.give()
 		defer func() { _ = recover() }() // as leaderConn.take

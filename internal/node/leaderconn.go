@@ -165,12 +165,12 @@ func (lc *leaderConn) get(nd *Node) (sender, bool) {
 // and holds it until lc.done is closed; the slot taken from slots is
 // given back, and held told, once the Watch has returned the connection
 // to the pool.
-func (lc *leaderConn) take(rc *redis.Client, slots *ConnSlots, held *holders) {
+func (lc *leaderConn) take(rc *redis.Client, slots *ConnSlots, held *Count) {
 	got := make(chan *redis.Tx, 1)
 	done, ended := make(chan struct{}), make(chan struct{})
-	held.add()
+	held.Add(1)
 	go func() {
-		defer held.done()
+		defer held.Done()
 		defer close(ended)
 		defer slots.give()
 		// A panic in go-redis here would end the process: it is taken

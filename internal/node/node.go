@@ -33,44 +33,49 @@ type Node struct {
 	// held counts the goroutines that hold a connection of the node's
 	// pool, or are taking one, for the leader (leaderconn.go) or the
 	// direct path (direct.go): GiveBack waits for them.
-	held holders
+	held Count
 }
 
-// holders counts goroutines that hold a pooled connection.
-type holders struct {
+// Count counts work in flight (goroutines, requests) that someone may
+// wait for, with a bound: the releases in flight that the Client's Close
+// waits for, and the goroutines that hold a node's pooled connection
+// (GiveBack). Its zero value is ready.
+type Count struct {
 	mu   sync.Mutex
 	n    int
 	zero chan struct{} // closed when n falls to 0; nil when nobody waits
 }
 
-func (h *holders) add() {
-	h.mu.Lock()
-	h.n++
-	h.mu.Unlock()
+// Add adds n to the count.
+func (c *Count) Add(n int) {
+	c.mu.Lock()
+	c.n += n
+	c.mu.Unlock()
 }
 
-func (h *holders) done() {
-	h.mu.Lock()
-	h.n--
-	if h.n == 0 && h.zero != nil {
-		close(h.zero)
-		h.zero = nil
+// Done takes one from the count.
+func (c *Count) Done() {
+	c.mu.Lock()
+	c.n--
+	if c.n == 0 && c.zero != nil {
+		close(c.zero)
+		c.zero = nil
 	}
-	h.mu.Unlock()
+	c.mu.Unlock()
 }
 
-// wait returns when no goroutine holds a connection, or after d.
-func (h *holders) wait(d time.Duration) {
-	h.mu.Lock()
-	if h.n == 0 {
-		h.mu.Unlock()
+// Wait returns when the count is 0, or after d.
+func (c *Count) Wait(d time.Duration) {
+	c.mu.Lock()
+	if c.n == 0 {
+		c.mu.Unlock()
 		return
 	}
-	if h.zero == nil {
-		h.zero = make(chan struct{})
+	if c.zero == nil {
+		c.zero = make(chan struct{})
 	}
-	ch := h.zero
-	h.mu.Unlock()
+	ch := c.zero
+	c.mu.Unlock()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -93,7 +98,7 @@ func (nd *Node) GiveBack(d time.Duration) {
 		p.dc.drop()
 	}
 	p.mu.Unlock()
-	nd.held.wait(d)
+	nd.held.Wait(d)
 }
 
 // Host is what a node needs of the Client it serves. Its functions run
