@@ -26,8 +26,10 @@ func TestMetadataLivesAndDiesWithTheLock(t *testing.T) {
 	require.NoError(t, err)
 	require.NotContains(t, l.Token(), "\x00", "want Token without the metadata")
 	require.Equal(t, meta, l.Metadata())
+	// TryLock and Extend return at a quorum: the last node is waited for.
 	for i, c := range clients {
-		require.Equal(t, l.Token()+"\x00"+meta, get(t, c, k), "node %d", i+1)
+		eventually(t, 5*time.Second, func() bool { return get(t, c, k) == l.Token()+"\x00"+meta },
+			"node %d: want the token and the metadata", i+1)
 		require.Equal(t, int64(1), c.DBSize(ctx).Val(), "node %d: want only the lock's key", i+1)
 	}
 	require.NoError(t, l.Extend(ctx, 6*time.Second))
@@ -36,8 +38,9 @@ func TestMetadataLivesAndDiesWithTheLock(t *testing.T) {
 		require.Equal(t, l.Token()+"\x00"+meta, get(t, c, k), "node %d after Extend", i+1)
 	}
 	require.NoError(t, l.Unlock(ctx))
+	// Unlock returns at a quorum; the last node's release lands after.
 	for i, c := range clients {
-		require.Equal(t, int64(0), c.DBSize(ctx).Val(), "node %d: want nothing left after Unlock", i+1)
+		eventually(t, 5*time.Second, func() bool { return c.DBSize(ctx).Val() == 0 }, "node %d: want nothing left after Unlock", i+1)
 	}
 }
 
