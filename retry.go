@@ -3,10 +3,8 @@ package redlock
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
@@ -128,16 +126,13 @@ func foreignBlocked(err error) bool {
 
 // deniedByACL reports whether err is a lost round in which more nodes
 // refused a command by their ACL than the quorum can spare: not an
-// outage, and no retry gets past it. A command refused to the caller is
-// NOPERM; one a script runs fails with aclScriptDenied.
+// outage, and no retry gets past it.
 func deniedByACL(err error) bool {
-	return failedBeyondQuorum(err, func(err error) bool {
-		return redis.HasErrorPrefix(err, "NOPERM") || strings.Contains(err.Error(), aclScriptDenied)
-	})
+	return failedBeyondQuorum(err, wire.IsACLDenied)
 }
 
 // failedBeyondQuorum reports whether err is a lost round in which more
-// nodes failed with an error is accepts than the quorum can spare.
+// nodes failed with an error that is accepts than the quorum can spare.
 func failedBeyondQuorum(err error, is func(error) bool) bool {
 	var qe *QuorumError
 	if !errors.As(err, &qe) {
@@ -151,7 +146,3 @@ func failedBeyondQuorum(err error, is func(error) bool) bool {
 	}
 	return n > len(qe.Nodes)-qe.Quorum
 }
-
-// aclScriptDenied is how Redis 7 words the error of a command a script
-// runs that the ACL denies its caller.
-const aclScriptDenied = "can't run this command"

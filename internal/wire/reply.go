@@ -3,6 +3,7 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -138,6 +139,15 @@ func IsNoScript(err error) bool {
 // script met a key of another type than it reads (see typedEpilogue).
 func IsWrongType(err error) bool {
 	return redis.HasErrorPrefix(err, "WRONGTYPE")
+}
+
+// IsACLDenied reports whether err is a node's refusal by its ACL: NOPERM
+// for a command the caller sent, or, for a command a script runs, the
+// error Redis 7 words "can't run this command".
+func IsACLDenied(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) &&
+		(redis.HasErrorPrefix(err, "NOPERM") || strings.Contains(re.Error(), "can't run this command"))
 }
 
 // ErrUnexpectedReply is the error of a reply that none of our scripts
