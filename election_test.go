@@ -114,8 +114,7 @@ func TestElectionLeaderSaysWhichError(t *testing.T) {
 // a lock on the name and the election do not collide, and the key
 // prefix applies.
 func TestElectionKeysApartFromLocks(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients, redlock.WithKeyPrefix("app1:"))
+	clients, rl := threeNodes(t, redlock.WithKeyPrefix("app1:"))
 	ctx := context.Background()
 	name := key(t)
 	l, err := rl.TryLock(ctx, name, 10*time.Second)
@@ -138,8 +137,7 @@ func TestElectionKeysApartFromLocks(t *testing.T) {
 // the error, and leaves the leader in place; a leadership outlives the
 // ctx it was won with, auto-extended past its TTL.
 func TestCampaignCtxBoundsOnlyTheWait(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	_, rl := threeNodes(t)
 	ctx := context.Background()
 	name := key(t)
 	cctx, cancel := context.WithCancel(ctx)
@@ -199,8 +197,7 @@ func TestElectionZeroValues(t *testing.T) {
 			<-ld.Done()
 		}
 	})
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	_, rl := threeNodes(t)
 	_, err := rl.Election("").Leader(ctx)
 	require.ErrorIs(t, err, redlock.ErrInvalid)
 	_, err = rl.Election(key(t)).Campaign(ctx, string(make([]byte, redlock.MaxMetadata+1)), time.Second)
@@ -215,8 +212,7 @@ func TestElectionZeroValues(t *testing.T) {
 // returns nil, each Proclaim succeeds or says ErrNotHeld, and nothing of
 // the leadership is left on the nodes.
 func TestElectionConcurrentResignAndProclaim(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	for range 5 {
 		name := key(t)
@@ -252,8 +248,7 @@ func TestElectionConcurrentResignAndProclaim(t *testing.T) {
 // error when ctx ends; a panic goes on unchanged after a Resign; a lost
 // leadership cancels fn's ctx, and Run campaigns again.
 func TestElectionRun(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	noLeader := func(name string) {
 		t.Helper()
@@ -600,8 +595,7 @@ func leaderships(t *testing.T, rng *rand.Rand, el *redlock.Election, n int, who 
 // a minority of nodes, as a failed Proclaim leaves it, is not delivered
 // once every node answers, while the publications around it are.
 func TestObserveIgnoresMinorityEntries(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	name := key(t)
 	el := rl.Election(name)
@@ -670,8 +664,7 @@ func TestObserveSlowReceiver(t *testing.T) {
 func TestObserveCancelledMidRead(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	_, rl := threeNodes(t)
 	el := rl.Election(key(t))
 	stop := make(chan struct{})
 	churned := make(chan []observed)
@@ -718,8 +711,7 @@ func TestObserveCancelledMidRead(t *testing.T) {
 // TestElectionNameRefusesCounterSuffixes pins that a name whose key
 // would be another election's fence counter or history is refused.
 func TestElectionNameRefusesCounterSuffixes(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	_, rl := threeNodes(t)
 	ctx := context.Background()
 	for _, name := range []string{"a:fence", "a:terms", ":terms"} {
 		el := rl.Election(name)
@@ -887,8 +879,7 @@ func BenchmarkObserveLag(b *testing.B) {
 // the nodes but the fence counters.
 func TestCampaignCancelledAtAnyInstantLeavesNothing(t *testing.T) {
 	seed := testSeed(t)
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	root := key(t)
 	won, cut := cancelAround(t, rng, 60, "Campaign", func(ctx context.Context, i int) (*redlock.Lock, error) {
@@ -937,8 +928,7 @@ func TestElectionObserveWithoutPubSub(t *testing.T) {
 // TestResignAfterLossSaysNotHeld pins Resign on a lost leadership: an
 // error matching ErrNotHeld, every time; Done and Err said so first.
 func TestResignAfterLossSaysNotHeld(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	name := key(t)
 	lead, err := rl.Election(name).Campaign(ctx, "v", 400*time.Millisecond)
@@ -963,8 +953,7 @@ func TestResignAfterLossSaysNotHeld(t *testing.T) {
 // tens of milliseconds) race with nothing (-race) and each one that
 // succeeds is what Leader then reports.
 func TestProclaimDuringExtensions(t *testing.T) {
-	_, clients := cluster(t, 3)
-	rl := newClient(t, clients, redlock.WithNodeTimeout(20*time.Millisecond))
+	_, rl := threeNodes(t, redlock.WithNodeTimeout(20*time.Millisecond))
 	ctx := context.Background()
 	lead, err := rl.Election(key(t)).Campaign(ctx, "v0", 100*time.Millisecond)
 	require.NoError(t, err)

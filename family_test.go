@@ -382,12 +382,16 @@ func usecPerCall(t testing.TB, c redis.UniversalClient) float64 {
 	return 0
 }
 
-// foreignTypes put at a key a value of a type that none of the lock
-// kinds writes: the application's own data under a lock's name.
-var foreignTypes = []struct {
+// storedValue is a value of one Redis type that put writes at key k on
+// node c.
+type storedValue struct {
 	name string
 	put  func(ctx context.Context, c redis.UniversalClient, k string) error
-}{
+}
+
+// foreignTypes put at a key a value of a type that none of the lock
+// kinds writes: the application's own data under a lock's name.
+var foreignTypes = []storedValue{
 	{"set", func(ctx context.Context, c redis.UniversalClient, k string) error { return c.SAdd(ctx, k, "m").Err() }},
 	{"list", func(ctx context.Context, c redis.UniversalClient, k string) error { return c.RPush(ctx, k, "m").Err() }},
 	{"hash", func(ctx context.Context, c redis.UniversalClient, k string) error {
@@ -480,6 +484,28 @@ func forEachKind(t *testing.T, f func(t *testing.T, ka kindAttempt, base, at str
 	}
 }
 
+// forEachKeyValue runs f in a subtest for each lock kind, each of the
+// kind's keys on the nodes and each of values, with a fresh base name and
+// at, that key, once the value is put at it on every node.
+func forEachKeyValue(t *testing.T, clients []redis.UniversalClient, values []storedValue, f func(t *testing.T, ka kindAttempt, base, at string, v storedValue)) {
+	t.Helper()
+	ctx := context.Background()
+	for _, ka := range kindAttempts() {
+		for ki := range ka.keys("b") {
+			for _, v := range values {
+				t.Run(fmt.Sprintf("%s/key%d/%s", ka.name, ki+1, v.name), func(t *testing.T) {
+					base := key(t)
+					at := ka.keys(base)[ki]
+					for _, c := range clients {
+						require.NoError(t, v.put(ctx, c, at))
+					}
+					f(t, ka, base, at, v)
+				})
+			}
+		}
+	}
+}
+
 // putSet puts a set, a type that no lock kind writes, at key k on every
 // node, in place of whatever was there. It replaces in one transaction:
 // an acquisition returns at its quorum, and the last node's grant may
@@ -544,30 +570,19 @@ func requireOnlyKey(t *testing.T, clients []redis.UniversalClient, base, want, t
 func TestForeignValueFailsNode(t *testing.T) {
 	clients, rl := threeNodes(t)
 	ctx := context.Background()
-	for _, ka := range kindAttempts() {
-		for ki := range ka.keys("b") {
-			for _, ft := range foreignTypes {
-				t.Run(fmt.Sprintf("%s/key%d/%s", ka.name, ki+1, ft.name), func(t *testing.T) {
-					base := key(t)
-					at := ka.keys(base)[ki]
-					for _, c := range clients {
-						require.NoError(t, ft.put(ctx, c, at))
-					}
-					_, err := ka.try(ctx, rl, base)
-					requireForeignFailure(t, err, redlock.ErrNotObtained)
-					requireOnlyKey(t, clients, base, at, ft.name)
+	forEachKeyValue(t, clients, foreignTypes, func(t *testing.T, ka kindAttempt, base, at string, ft storedValue) {
+		_, err := ka.try(ctx, rl, base)
+		requireForeignFailure(t, err, redlock.ErrNotObtained)
+		requireOnlyKey(t, clients, base, at, ft.name)
 
-					// Only on node 1: the others outvote it.
-					for _, c := range clients[1:] {
-						require.NoError(t, c.Del(ctx, at).Err())
-					}
-					l, err := ka.try(ctx, rl, base)
-					require.NoError(t, err)
-					_ = l.Unlock(ctx) // node 1 fails the release (WRONGTYPE): not asserted here
-				})
-			}
+		// Only on node 1: the others outvote it.
+		for _, c := range clients[1:] {
+			require.NoError(t, c.Del(ctx, at).Err())
 		}
-	}
+		l, err := ka.try(ctx, rl, base)
+		require.NoError(t, err)
+		_ = l.Unlock(ctx) // node 1 fails the release (WRONGTYPE): not asserted here
+	})
 }
 
 // TestOwnKindsAtKeyAreContention: a value that one of the lock kinds
@@ -580,10 +595,7 @@ func TestForeignValueFailsNode(t *testing.T) {
 func TestOwnKindsAtKeyAreContention(t *testing.T) {
 	clients, rl := threeNodes(t)
 	ctx := context.Background()
-	own := []struct {
-		name string
-		put  func(ctx context.Context, c redis.UniversalClient, k string) error
-	}{
+	own := []storedValue{
 		{"token", func(ctx context.Context, c redis.UniversalClient, k string) error {
 			return c.Set(ctx, k, foreignToken, time.Minute).Err()
 		}},
@@ -591,29 +603,18 @@ func TestOwnKindsAtKeyAreContention(t *testing.T) {
 			return c.ZAdd(ctx, k, redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: foreignToken}).Err()
 		}},
 	}
-	for _, ka := range kindAttempts() {
-		for ki := range ka.keys("b") {
-			for _, o := range own {
-				t.Run(fmt.Sprintf("%s/key%d/%s", ka.name, ki+1, o.name), func(t *testing.T) {
-					base := key(t)
-					at := ka.keys(base)[ki]
-					if ka.name == "fenced" && ki == 1 {
-						t.Skip("a fence counter holds a number: FencedSet's and the counter's own tests cover it")
-					}
-					for _, c := range clients {
-						require.NoError(t, o.put(ctx, c, at))
-					}
-					l, err := ka.try(ctx, rl, base)
-					if err == nil && o.name == "zset" {
-						require.NoError(t, l.Unlock(ctx))
-						return
-					}
-					require.ErrorIs(t, err, redlock.ErrContended, "%s at %s", o.name, at)
-					require.NotErrorIs(t, err, redlock.ErrUnreachable, "the nodes answered")
-				})
-			}
+	forEachKeyValue(t, clients, own, func(t *testing.T, ka kindAttempt, base, at string, o storedValue) {
+		if at == redlock.FenceKey(base) {
+			t.Skip("a fence counter holds a number: FencedSet's and the counter's own tests cover it")
 		}
-	}
+		l, err := ka.try(ctx, rl, base)
+		if err == nil && o.name == "zset" {
+			require.NoError(t, l.Unlock(ctx))
+			return
+		}
+		require.ErrorIs(t, err, redlock.ErrContended, "%s at %s", o.name, at)
+		require.NotErrorIs(t, err, redlock.ErrUnreachable, "the nodes answered")
+	})
 }
 
 // TestForeignValueOnUnlockAndExtend: a set put in place of a held lock's

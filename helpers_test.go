@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed543a70bd/redlock"
@@ -410,13 +411,63 @@ func requireNotObtained(t testing.TB, l *redlock.Lock, err error, msgAndArgs ...
 // write timeout and no retries: a request to a stopped node waits for it.
 func unboundedClients(t testing.TB, nodes []*redisnode.Node) []redis.UniversalClient {
 	t.Helper()
+	return timeoutClients(t, nodes, -1)
+}
+
+// timeoutClients returns a go-redis client per node with read and write
+// timeout d (-1: none) and no retries. Context deadlines are ignored
+// (go-redis's default, ContextTimeoutEnabled off): only d and the
+// library's own per-node timeout bound a request to a stopped node.
+func timeoutClients(t testing.TB, nodes []*redisnode.Node, d time.Duration) []redis.UniversalClient {
+	t.Helper()
 	clients := make([]redis.UniversalClient, len(nodes))
 	for i, nd := range nodes {
-		c := redis.NewClient(&redis.Options{Addr: nd.Addr(), ReadTimeout: -1, WriteTimeout: -1, MaxRetries: -1})
+		c := redis.NewClient(&redis.Options{Addr: nd.Addr(), ReadTimeout: d, WriteTimeout: d, MaxRetries: -1})
 		t.Cleanup(func() { _ = c.Close() })
 		clients[i] = c
 	}
 	return clients
+}
+
+// holdBriefly is the critical section's work: 1-3ms of holding, so that
+// a second holder let in by a broken lock would be caught inside.
+func holdBriefly() {
+	time.Sleep(time.Millisecond + rand.N(2*time.Millisecond))
+}
+
+// contend runs workers goroutines that each take a lock iters times, with
+// lock under a deadline of wait, and release it, passing Unlock's error
+// to unlocked. While the lock's Validity is positive, goroutine w is in
+// the critical section: enter(w) on the way in, holdBriefly, then the
+// leave that enter returned. It fails t unless every attempt won.
+func contend(t *testing.T, workers, iters int, wait time.Duration,
+	lock func(ctx context.Context, w int) (*redlock.Lock, error),
+	enter func(w int) (leave func()),
+	unlocked func(err error)) {
+	t.Helper()
+	var won atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			defer cancel()
+			for range iters {
+				l, err := lock(ctx, w)
+				if !assert.NoError(t, err) {
+					return
+				}
+				if l.Validity() > 0 {
+					leave := enter(w)
+					holdBriefly()
+					leave()
+				}
+				won.Add(1)
+				unlocked(l.Unlock(ctx))
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, int64(workers*iters), won.Load(), "attempts won")
 }
 
 // lostLocks counts the locks that were lost, and returns the first

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -437,16 +436,15 @@ func TestKeysAllOrNothing(t *testing.T) {
 	t.Run("quorum", func(t *testing.T) {
 		_, clients := cluster(t, 5)
 		c := newClient(t, clients)
-		k := key(t)
-		keys := []string{k + ":a", k + ":b", k + ":c"}
-		holdForeign(t, clients[0], keys[1], time.Minute)
-		holdForeign(t, clients[1], keys[2], time.Minute)
+		fk := holdForeignKeys(t, clients, map[int]int{0: 1, 1: 2})
+		keys := fk.keys
 
 		l, err := c.TryLockKeys(ctx, keys, 10*time.Second)
 		require.NoError(t, err, "nodes 2, 3 and 4 are a quorum")
 		require.Equal(t, keys, l.Keys())
-		eventuallyValues(t, clients[0], keys, []string{"", foreignToken, ""}, "node 0")
-		eventuallyValues(t, clients[1], keys, []string{"", "", foreignToken}, "node 1")
+		for i := 0; i < 2; i++ {
+			eventuallyValues(t, clients[i], keys, fk.only(i), fmt.Sprintf("node %d", i))
+		}
 		for i := 2; i < 5; i++ {
 			require.Equal(t, repeat(l.Token(), 3), values(t, clients[i], keys), "node %d", i)
 		}
@@ -455,30 +453,65 @@ func TestKeysAllOrNothing(t *testing.T) {
 			require.Equal(t, repeat("", 3), values(t, clients[i], keys), "node %d after Unlock", i)
 		}
 
-		holdForeign(t, clients[2], keys[0], time.Minute)
+		fk.hold(t, clients, 2, 0)
 		_, err = c.TryLockKeys(ctx, keys, 10*time.Second)
-		require.ErrorIs(t, err, redlock.ErrNotObtained)
-		require.ErrorIs(t, err, redlock.ErrContended)
-		eventuallyValues(t, clients[0], keys, []string{"", foreignToken, ""}, "node 0 after the lost attempt")
-		eventuallyValues(t, clients[1], keys, []string{"", "", foreignToken}, "node 1 after the lost attempt")
-		eventuallyValues(t, clients[2], keys, []string{foreignToken, "", ""}, "node 2 after the lost attempt")
-		for i := 3; i < 5; i++ {
-			eventuallyValues(t, clients[i], keys, repeat("", 3), fmt.Sprintf("node %d after the lost attempt", i))
-		}
+		fk.requireLost(t, clients, err, " after the lost attempt")
 	})
 	t.Run("multi", func(t *testing.T) {
 		_, clients := cluster(t, 3)
 		ml := newMultiLock(t, clients)
-		k := key(t)
-		keys := []string{k + ":a", k + ":b", k + ":c"}
-		holdForeign(t, clients[1], keys[2], time.Minute)
-		_, err := ml.TryLockKeys(ctx, keys, 10*time.Second)
-		require.ErrorIs(t, err, redlock.ErrNotObtained)
-		require.ErrorIs(t, err, redlock.ErrContended)
-		eventuallyValues(t, clients[0], keys, repeat("", 3), "node 0")
-		eventuallyValues(t, clients[1], keys, []string{"", "", foreignToken}, "node 1")
-		eventuallyValues(t, clients[2], keys, repeat("", 3), "node 2")
+		fk := holdForeignKeys(t, clients, map[int]int{1: 2})
+		_, err := ml.TryLockKeys(ctx, fk.keys, 10*time.Second)
+		fk.requireLost(t, clients, err, "")
 	})
+}
+
+// foreignKeys are three keys unique to a test, of which another owner
+// holds, on node n, the key at index at[n].
+type foreignKeys struct {
+	keys []string
+	at   map[int]int
+}
+
+// holdForeignKeys makes three keys and has another owner hold, on node
+// n, the key at index at[n].
+func holdForeignKeys(t *testing.T, clients []redis.UniversalClient, at map[int]int) foreignKeys {
+	t.Helper()
+	k := key(t)
+	fk := foreignKeys{keys: []string{k + ":a", k + ":b", k + ":c"}, at: map[int]int{}}
+	for n, i := range at {
+		fk.hold(t, clients, n, i)
+	}
+	return fk
+}
+
+// hold has the other owner hold keys[i] on node n too.
+func (fk foreignKeys) hold(t *testing.T, clients []redis.UniversalClient, n, i int) {
+	t.Helper()
+	holdForeign(t, clients[n], fk.keys[i], time.Minute)
+	fk.at[n] = i
+}
+
+// only returns node n's values of the keys when it holds none of ours:
+// the other owner's token where it holds one, "" elsewhere.
+func (fk foreignKeys) only(n int) []string {
+	want := repeat("", len(fk.keys))
+	if i, ok := fk.at[n]; ok {
+		want[i] = foreignToken
+	}
+	return want
+}
+
+// requireLost checks that err is an attempt on the keys lost to the other
+// owner, and that the attempt then leaves none of its keys on any node
+// (what is read on node n is named "node n" and when).
+func (fk foreignKeys) requireLost(t *testing.T, clients []redis.UniversalClient, err error, when string) {
+	t.Helper()
+	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	require.ErrorIs(t, err, redlock.ErrContended)
+	for n, c := range clients {
+		eventuallyValues(t, c, fk.keys, fk.only(n), fmt.Sprintf("node %d%s", n, when))
+	}
 }
 
 // TestKeysOverlap: two locks whose key sets overlap never both win, for
@@ -519,42 +552,31 @@ func TestKeysOverlap(t *testing.T) {
 			// neighbours overlap, and holds them a few milliseconds; no
 			// key is ever inside twice.
 			const workers, iters = 6, 8
+			set := func(w int) []int { return []int{w % 4, (w + 1) % 4} }
 			var inside [4]atomic.Int32
-			var overlaps, wins atomic.Int32
-			var wg sync.WaitGroup
-			for w := 0; w < workers; w++ {
-				lk := tc.a
-				if w%2 == 1 {
-					lk = tc.b
-				}
-				set := []int{w % 4, (w + 1) % 4}
-				keys := []string{u[set[0]], u[set[1]]}
-				wg.Go(func() {
-					ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-					defer cancel()
-					for i := 0; i < iters; i++ {
-						l, err := lk.LockKeys(ctx, keys, 5*time.Second)
-						if !assert.NoError(t, err) {
-							return
-						}
-						if l.Validity() > 0 {
-							for _, s := range set {
-								if inside[s].Add(1) > 1 {
-									overlaps.Add(1)
-								}
-							}
-							holdBriefly()
-							for _, s := range set {
-								inside[s].Add(-1)
-							}
-						}
-						wins.Add(1)
-						assert.NoError(t, l.Unlock(ctx))
+			var overlaps atomic.Int32
+			contend(t, workers, iters, 30*time.Second,
+				func(ctx context.Context, w int) (*redlock.Lock, error) {
+					lk := tc.a
+					if w%2 == 1 {
+						lk = tc.b
 					}
-				})
-			}
-			wg.Wait()
-			require.Equal(t, int32(workers*iters), wins.Load())
+					s := set(w)
+					return lk.LockKeys(ctx, []string{u[s[0]], u[s[1]]}, 5*time.Second)
+				},
+				func(w int) (leave func()) {
+					for _, s := range set(w) {
+						if inside[s].Add(1) > 1 {
+							overlaps.Add(1)
+						}
+					}
+					return func() {
+						for _, s := range set(w) {
+							inside[s].Add(-1)
+						}
+					}
+				},
+				func(err error) { assert.NoError(t, err) })
 			require.Zero(t, overlaps.Load(), "two holders of one key overlapped")
 		})
 	}

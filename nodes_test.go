@@ -116,15 +116,7 @@ func (h *killFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // go-redis clients have a 10s read timeout and ignore context deadlines.
 func TestStoppedNodeBounded(t *testing.T) {
 	nodes := redistest.Nodes(t, 5)
-	clients := make([]redis.UniversalClient, len(nodes))
-	for i, n := range nodes {
-		c := redis.NewClient(&redis.Options{
-			Addr: n.Addr(), ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
-			MaxRetries: -1, ContextTimeoutEnabled: false,
-		})
-		t.Cleanup(func() { _ = c.Close() })
-		clients[i] = c
-	}
+	clients := timeoutClients(t, nodes, 10*time.Second)
 	const nodeTimeout = 100 * time.Millisecond
 	const margin = 400 * time.Millisecond // generous for a loaded 2-core machine under -race
 	c := newClient(t, clients, redlock.WithNodeTimeout(nodeTimeout))
@@ -170,15 +162,7 @@ func TestStoppedNodeBounded(t *testing.T) {
 // they were never identified.
 func TestStoppedNodeBeforeFirstContact(t *testing.T) {
 	nodes := redistest.Nodes(t, 5)
-	clients := make([]redis.UniversalClient, len(nodes))
-	for i, n := range nodes {
-		c := redis.NewClient(&redis.Options{
-			Addr: n.Addr(), ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
-			MaxRetries: -1,
-		})
-		t.Cleanup(func() { _ = c.Close() })
-		clients[i] = c
-	}
+	clients := timeoutClients(t, nodes, 10*time.Second)
 	require.NoError(t, nodes[0].Pause())
 	require.NoError(t, nodes[1].Pause())
 	t.Cleanup(func() {
@@ -494,12 +478,15 @@ func (p replyPlan) reply(cmd []string) []byte {
 	return []byte("-ERR the fake runs no scripts\r\n")
 }
 
-// malformed are replies no script of ours returns. Each is given whole;
-// the connection stays open after it unless noted.
-var malformed = []struct {
+// namedReply is a reply a fake node gives, named for its subtest.
+type namedReply struct {
 	name  string
 	reply []byte
-}{
+}
+
+// malformed are replies no script of ours returns. Each is given whole;
+// the connection stays open after it unless noted.
+var malformed = []namedReply{
 	{"status OK", []byte("+OK\r\n")},
 	{"integer 42", []byte(":42\r\n")},
 	{"integer -7", []byte(":-7\r\n")},
@@ -539,10 +526,7 @@ var malformed = []struct {
 
 // fencedMalformed are replies to a fenced acquire, which returns {1, f}
 // with f > 0 or {0, 0}, that its parser must refuse.
-var fencedMalformed = []struct {
-	name  string
-	reply []byte
-}{
+var fencedMalformed = []namedReply{
 	{"vote with zero fence", []byte("*2\r\n:1\r\n:0\r\n")},
 	{"vote with negative fence", []byte("*2\r\n:1\r\n:-3\r\n")},
 	{"fence as bulk", []byte("*2\r\n:1\r\n$1\r\n1\r\n")},
@@ -561,10 +545,7 @@ var fencedMalformed = []struct {
 // hugeLengths make go-redis itself panic ("makeslice: len out of range")
 // while it reads the reply, on the goroutine that sent the command. They
 // run in a child process, so that a panic fails one test, not the run.
-var hugeLengths = []struct {
-	name  string
-	reply []byte
-}{
+var hugeLengths = []namedReply{
 	{"enormous bulk length", []byte("$9223372036854775807\r\n")},
 	{"enormous array length", []byte("*9223372036854775807\r\n")},
 	{"enormous map length", []byte("%4611686018427387904\r\n")},

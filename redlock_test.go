@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -62,12 +61,6 @@ func TestKilledNodeWhileHeld(t *testing.T) {
 	require.NoError(t, l2.Unlock(ctx))
 }
 
-// holdBriefly is the critical section's work: 1-3ms of holding, so that
-// a second holder let in by a broken lock would be caught inside.
-func holdBriefly() {
-	time.Sleep(time.Millisecond + rand.N(2*time.Millisecond))
-}
-
 // TestNoOverlap: many goroutines lock one key many times and hold it for
 // a few milliseconds; no two are ever inside the critical section while
 // their Validity is positive.
@@ -75,41 +68,33 @@ func TestNoOverlap(t *testing.T) {
 	_, clients := cluster(t, 5)
 	k := key(t)
 	const workers, iters = 8, 25
-	var inside, maxInside, done atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		c := newClient(t, clients, redlock.WithRetryDelay(2*time.Millisecond))
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			for i := 0; i < iters; i++ {
-				l, err := c.Lock(ctx, k, 5*time.Second)
-				if !assert.NoError(t, err) {
-					return
-				}
-				if l.Validity() > 0 {
-					n := inside.Add(1)
-					for {
-						m := maxInside.Load()
-						if n <= m || maxInside.CompareAndSwap(m, n) {
-							break
-						}
-					}
-					holdBriefly()
-					inside.Add(-1)
-				}
-				done.Add(1)
-				// A loaded machine may time a release out on most nodes:
-				// Unlock's documented ErrUnreachable, after which the key
-				// expires with its TTL; exclusion is what this test checks.
-				if err := l.Unlock(ctx); !errors.Is(err, redlock.ErrUnreachable) {
-					assert.NoError(t, err)
+	lockers := make([]*redlock.Client, workers)
+	for w := range lockers {
+		lockers[w] = newClient(t, clients, redlock.WithRetryDelay(2*time.Millisecond))
+	}
+	var inside, maxInside atomic.Int64
+	contend(t, workers, iters, 60*time.Second,
+		func(ctx context.Context, w int) (*redlock.Lock, error) {
+			return lockers[w].Lock(ctx, k, 5*time.Second)
+		},
+		func(int) (leave func()) {
+			n := inside.Add(1)
+			for {
+				m := maxInside.Load()
+				if n <= m || maxInside.CompareAndSwap(m, n) {
+					break
 				}
 			}
+			return func() { inside.Add(-1) }
+		},
+		func(err error) {
+			// A loaded machine may time a release out on most nodes:
+			// Unlock's documented ErrUnreachable, after which the key
+			// expires with its TTL; exclusion is what this test checks.
+			if !errors.Is(err, redlock.ErrUnreachable) {
+				assert.NoError(t, err)
+			}
 		})
-	}
-	wg.Wait()
-	require.Equal(t, int64(workers*iters), done.Load())
 	require.Equal(t, int64(1), maxInside.Load(), "two holders overlapped")
 }
 

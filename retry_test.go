@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,64 +24,82 @@ type waitingCall struct {
 	call func(ctx context.Context, c *redlock.Client, ml *redlock.MultiLock, k string) error
 }
 
-func holdKey(t *testing.T, c *redlock.Client, k string) {
-	t.Helper()
-	l, err := c.TryLock(context.Background(), k, 30*time.Second)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Unlock(context.Background()) })
+// holding returns a hold that takes a lock with take, on a key derived
+// from the test's k, and releases it when the test ends.
+func holding(take func(ctx context.Context, c *redlock.Client, k string) (*redlock.Lock, error)) func(t *testing.T, c *redlock.Client, k string) {
+	return func(t *testing.T, c *redlock.Client, k string) {
+		t.Helper()
+		l, err := take(context.Background(), c, k)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = l.Unlock(context.Background()) })
+	}
 }
+
+var (
+	// holdKey holds the key that the single-key calls wait for.
+	holdKey = holding(func(ctx context.Context, c *redlock.Client, k string) (*redlock.Lock, error) {
+		return c.TryLock(ctx, k, 30*time.Second)
+	})
+	// holdSecondKey holds the second of the keys that the LockKeys calls
+	// wait for.
+	holdSecondKey = holding(func(ctx context.Context, c *redlock.Client, k string) (*redlock.Lock, error) {
+		return c.TryLock(ctx, k+":b", 30*time.Second)
+	})
+)
 
 // notCalled is Do's fn: the lock is never had.
 func notCalled(context.Context) error { return errors.New("fn ran without the lock") }
 
-var waitingCalls = []waitingCall{
-	{"Lock", holdKey, func(ctx context.Context, c *redlock.Client, _ *redlock.MultiLock, k string) error {
-		_, err := c.Lock(ctx, k, 10*time.Second, redlock.WithRetryDelay(20*time.Millisecond))
-		return err
-	}},
-	{"LockKeys", func(t *testing.T, c *redlock.Client, k string) { holdKey(t, c, k+":b") },
-		func(ctx context.Context, c *redlock.Client, _ *redlock.MultiLock, k string) error {
-			_, err := c.LockKeys(ctx, []string{k + ":a", k + ":b"}, 10*time.Second, redlock.WithRetryDelay(20*time.Millisecond))
-			return err
-		}},
-	{"RLock", holdKey, func(ctx context.Context, c *redlock.Client, _ *redlock.MultiLock, k string) error {
-		_, err := c.RLock(ctx, k, 10*time.Second, redlock.WithRetryDelay(20*time.Millisecond))
-		return err
-	}},
-	{"LockPath", func(t *testing.T, c *redlock.Client, k string) {
-		t.Helper()
-		l, err := c.TryLockPath(context.Background(), "/"+k+"/a", 30*time.Second)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = l.Unlock(context.Background()) })
-	}, func(ctx context.Context, c *redlock.Client, _ *redlock.MultiLock, k string) error {
-		_, err := c.LockPath(ctx, "/"+k, 10*time.Second, redlock.WithRetryDelay(20*time.Millisecond))
-		return err
-	}},
-	{"Acquire", func(t *testing.T, c *redlock.Client, k string) {
-		t.Helper()
-		l, err := c.TryAcquire(context.Background(), k, 1, 30*time.Second)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = l.Unlock(context.Background()) })
-	}, func(ctx context.Context, c *redlock.Client, _ *redlock.MultiLock, k string) error {
-		_, err := c.Acquire(ctx, k, 1, 10*time.Second, redlock.WithRetryDelay(20*time.Millisecond))
-		return err
-	}},
-	{"Do", holdKey, func(ctx context.Context, c *redlock.Client, _ *redlock.MultiLock, k string) error {
-		return c.Do(ctx, k, 10*time.Second, notCalled, redlock.WithRetryDelay(20*time.Millisecond))
-	}},
-	{"MultiLock.Lock", holdKey, func(ctx context.Context, _ *redlock.Client, ml *redlock.MultiLock, k string) error {
-		_, err := ml.Lock(ctx, k, 10*time.Second, redlock.WithRetryDelay(20*time.Millisecond))
-		return err
-	}},
-	{"MultiLock.LockKeys", func(t *testing.T, c *redlock.Client, k string) { holdKey(t, c, k+":b") },
-		func(ctx context.Context, _ *redlock.Client, ml *redlock.MultiLock, k string) error {
-			_, err := ml.LockKeys(ctx, []string{k + ":a", k + ":b"}, 10*time.Second, redlock.WithRetryDelay(20*time.Millisecond))
-			return err
-		}},
-	{"MultiLock.Do", holdKey, func(ctx context.Context, _ *redlock.Client, ml *redlock.MultiLock, k string) error {
-		return ml.Do(ctx, k, 10*time.Second, notCalled, redlock.WithRetryDelay(20*time.Millisecond))
-	}},
+// retryOften makes a waiting call try many times before waitDeadline.
+var retryOften = redlock.WithRetryDelay(20 * time.Millisecond)
+
+// waiter is what Client and MultiLock share of the calls that wait.
+type waiter interface {
+	Lock(ctx context.Context, key string, ttl time.Duration, opts ...redlock.Option) (*redlock.Lock, error)
+	LockKeys(ctx context.Context, keys []string, ttl time.Duration, opts ...redlock.Option) (*redlock.Lock, error)
+	Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...redlock.Option) error
 }
+
+// sharedWaitingCalls are Lock, LockKeys and Do on the waiter that on
+// picks, their names prefixed with prefix.
+func sharedWaitingCalls(prefix string, on func(*redlock.Client, *redlock.MultiLock) waiter) []waitingCall {
+	return []waitingCall{
+		{prefix + "Lock", holdKey, func(ctx context.Context, c *redlock.Client, ml *redlock.MultiLock, k string) error {
+			_, err := on(c, ml).Lock(ctx, k, 10*time.Second, retryOften)
+			return err
+		}},
+		{prefix + "LockKeys", holdSecondKey, func(ctx context.Context, c *redlock.Client, ml *redlock.MultiLock, k string) error {
+			_, err := on(c, ml).LockKeys(ctx, []string{k + ":a", k + ":b"}, 10*time.Second, retryOften)
+			return err
+		}},
+		{prefix + "Do", holdKey, func(ctx context.Context, c *redlock.Client, ml *redlock.MultiLock, k string) error {
+			return on(c, ml).Do(ctx, k, 10*time.Second, notCalled, retryOften)
+		}},
+	}
+}
+
+var waitingCalls = slices.Concat(
+	sharedWaitingCalls("", func(c *redlock.Client, _ *redlock.MultiLock) waiter { return c }),
+	sharedWaitingCalls("MultiLock.", func(_ *redlock.Client, ml *redlock.MultiLock) waiter { return ml }),
+	[]waitingCall{
+		{"RLock", holdKey, func(ctx context.Context, c *redlock.Client, _ *redlock.MultiLock, k string) error {
+			_, err := c.RLock(ctx, k, 10*time.Second, retryOften)
+			return err
+		}},
+		{"LockPath", holding(func(ctx context.Context, c *redlock.Client, k string) (*redlock.Lock, error) {
+			return c.TryLockPath(ctx, "/"+k+"/a", 30*time.Second)
+		}), func(ctx context.Context, c *redlock.Client, _ *redlock.MultiLock, k string) error {
+			_, err := c.LockPath(ctx, "/"+k, 10*time.Second, retryOften)
+			return err
+		}},
+		{"Acquire", holding(func(ctx context.Context, c *redlock.Client, k string) (*redlock.Lock, error) {
+			return c.TryAcquire(ctx, k, 1, 30*time.Second)
+		}), func(ctx context.Context, c *redlock.Client, _ *redlock.MultiLock, k string) error {
+			_, err := c.Acquire(ctx, k, 1, 10*time.Second, retryOften)
+			return err
+		}},
+	},
+)
 
 // waitDeadline ends the waits of these tests: long enough for a first
 // attempt to complete on a stalled machine (a round waits at most
