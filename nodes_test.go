@@ -972,7 +972,11 @@ func TestRestartGuard(t *testing.T) {
 	require.ErrorIs(t, err, redlock.ErrNotObtained, "B won while A holds the lock")
 	require.Equal(t, []int{0}, restartedNodes(err), "%v", err)
 	require.Positive(t, a.Validity())
-	eventually(t, 2*time.Second, func() bool { return get(t, clients[0], k) == "" }, "the refused grant on node 0 was not released")
+	// TryLock returns once the round is decided; the lost attempt's
+	// grants (nodes 0, 3 and 4) are released after.
+	eventually(t, 2*time.Second, func() bool {
+		return get(t, clients[0], k) == "" && get(t, clients[3], k) == "" && get(t, clients[4], k) == ""
+	}, "the lost attempt's grants on nodes 0, 3 and 4 were not released")
 
 	// Without the guard: B wins on {0,3,4} while A's lock is valid.
 	b, err := newClient(t, clients).TryLock(ctx, k, 30*time.Second)
