@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -127,12 +128,15 @@ func (t tryLocker) Lock(ctx context.Context, key string, ttl time.Duration, opts
 // on one node. It reports the process's CPU per cycle (user + system;
 // the node is another process) as cpu-µs/op and the node's as
 // node-cpu-µs/op, so that profiles of the throughput path can be
-// compared on a busy machine, where ops/s cannot.
+// compared on a busy machine, where ops/s cannot; and the node's read
+// system calls per cycle as node-reads/op (one read a batch: 0.125 is
+// batches of 8 cycles, 16 requests).
 func benchOneNodeParallel(b *testing.B, m maker) {
 	im, pid := oneNodeImpl(b, m)
 	ctx := context.Background()
 	var seq atomic.Int64
 	cpu0, node0 := processCPU(), nodesCPU([]int{pid})
+	reads0 := readCalls(strconv.Itoa(pid))
 	b.ResetTimer()
 	b.SetParallelism(max(1, workers/runtime.GOMAXPROCS(0)))
 	b.RunParallel(func(pb *testing.PB) {
@@ -147,6 +151,9 @@ func benchOneNodeParallel(b *testing.B, m maker) {
 	per := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / float64(b.N) }
 	b.ReportMetric(per(processCPU()-cpu0), "cpu-µs/op")
 	b.ReportMetric(per(nodesCPU([]int{pid})-node0), "node-cpu-µs/op")
+	if reads := readCalls(strconv.Itoa(pid)); reads0 >= 0 && reads >= 0 {
+		b.ReportMetric(float64(reads-reads0)/float64(b.N), "node-reads/op")
+	}
 }
 
 func BenchmarkOneNodeParallelOurs(b *testing.B) { benchOneNodeParallel(b, oursOne(implOurs1)) }

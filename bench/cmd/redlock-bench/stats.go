@@ -179,3 +179,25 @@ func nodesCPU(pids []int) time.Duration {
 	}
 	return sum
 }
+
+// readCalls is how many read system calls process pid has made so far
+// (syscr in /proc/PID/io; "self" for this process), or -1 where it
+// cannot be read. A node reads once per batch of requests that reached
+// it together, so its reads per cycle tell how well requests are
+// pipelined.
+func readCalls(pid string) int64 {
+	b, err := os.ReadFile("/proc/" + pid + "/io")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "syscr:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return -1
+			}
+			return n
+		}
+	}
+	return -1
+}
