@@ -165,3 +165,7 @@ func BenchmarkOneNodeParallelRueidislock(b *testing.B) {
 func BenchmarkOneNodeParallelRedislock(b *testing.B) {
 	benchOneNodeParallel(b, redislockImpl(implRedislock))
 }
+
+func BenchmarkOneNodeSetNXEvalsha(b *testing.B) {
+	benchOneNode(b, floorOneScript(implFloor1S))
+}

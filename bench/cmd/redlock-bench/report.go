@@ -199,6 +199,16 @@ func targets(rows []row) []target {
 		ratio(p50(scUncontended, implRedsync), p50(scUncontended, implFloor5)), "×")
 	// What no client can go below: how close the WithFailFast target is
 	// to the floor every client shares (the loopback writes, the servers).
+	info("go-redis floor p50 vs raw floor", "go-redis, a goroutine per node / raw floor",
+		ratio(p50(scUncontended, implGRFloor), p50(scUncontended, implRawFloor)), "×")
+	info("uncontended p50 vs go-redis floor", "redlock / go-redis, a goroutine per node",
+		ratio(p50(scUncontended, implOurs), p50(scUncontended, implGRFloor)), "×")
+	info("net.Conn floor p50 vs raw floor", "raw RESP on net.Conn / raw floor (ppoll)",
+		ratio(p50(scUncontended, implGoFloor), p50(scUncontended, implRawFloor)), "×")
+	info("1 node: uncontended p50 vs SET NX + EVALSHA floor", "redlock (1 node) / floor SET NX PX + EVALSHA release",
+		ratio(p50(scUncontended, implOurs1), p50(scUncontended, implFloor1S)), "×")
+	info("1 node: SET NX + EVALSHA floor vs redislock", "floor SET NX PX + EVALSHA release / redislock",
+		ratio(p50(scUncontended, implFloor1S), p50(scUncontended, implRedislock)), "×")
 	info("raw floor p50 vs redsync WithFailFast", "raw floor / redsync WithFailFast",
 		ratio(p50(scUncontended, implRawFloor), p50(scUncontended, implFailFast)), "×")
 	info("hand-off p50, 5 nodes vs rueidislock on 1, two lockers", "redlock, two Clients / rueidislock (1 node), two lockers",

@@ -28,6 +28,9 @@ const (
 	implFloor1    = "floor: SET NX PX + DEL, 1 node"
 	implFloor5    = "floor: SET NX PX + DEL, 5 nodes parallel"
 	implRawFloor  = "floor: raw RESP, one thread, ppoll, first 3 of 5"
+	implGoFloor   = "floor: raw RESP on net.Conn, one goroutine, first 3 of 5"
+	implGRFloor   = "floor: go-redis, a goroutine per node, first 3 of 5"
+	implFloor1S   = "floor: SET NX PX + EVALSHA release, 1 node"
 
 	implOursUnfaulted = "redlock, no node slowed (interleaved reference)"
 
@@ -195,7 +198,7 @@ func keys(prefix string, n int) []string {
 func (e *env) uncontended() {
 	// The raw floor only here: it has no timeouts, so a slow node would
 	// hold every cycle of it for the node's delay.
-	ms := append(peers(), rawFloor(implRawFloor))
+	ms := append(peers(), rawFloor(implRawFloor), goFloor(implGoFloor), goRedisFloor(implGRFloor), floorOneScript(implFloor1S))
 	e.latency(scUncontended, ms, e.addrs, latencyOpts{warm: 200, iters: e.iters, budget: 5 * time.Second, allocs: true})
 }
 

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/seed543a70bd/redlock/internal/redisnode"
+)
+
+// Go-level benchmarks of one uncontended lock+unlock cycle on 5 nodes,
+// ours against the raw floor, for profiling the gap that make bench's
+// "vs raw floor" target measures:
+//
+//	go test -run '^$' -bench FiveNode -benchmem -cpuprofile cpu.prof ./cmd/redlock-bench
+
+// benchFive times cycles of the impl that m builds on 5 fresh nodes, as
+// benchOneNode does on one.
+func benchFive(b *testing.B, m maker) {
+	nodes, err := redisnode.StartN(5, redisnode.Options{})
+	if err != nil {
+		b.Fatalf("starting redis-server: %v", err)
+	}
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
+		addrs[i] = n.Addr()
+	}
+	cs := clients(addrs, 5)
+	b.Cleanup(func() {
+		closeAll(cs)
+		for _, n := range nodes {
+			_ = n.Close()
+		}
+	})
+	im, err := m.new(m.name, cs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if im.closer != nil {
+		b.Cleanup(im.closer)
+	}
+	ctx := context.Background()
+	ks := keys(b.Name(), 256)
+	for i := range 200 {
+		if err := im.cycle(ctx, ks[i%len(ks)]); err != nil {
+			b.Fatalf("warm-up: %v", err)
+		}
+	}
+	lat := make([]time.Duration, 4096)
+	n := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		t0 := time.Now()
+		if err := im.cycle(ctx, ks[n%len(ks)]); err != nil {
+			b.Fatal(err)
+		}
+		lat[n%len(lat)] = time.Since(t0)
+		n++
+	}
+	lat = lat[:min(n, len(lat))]
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)/2])/float64(time.Microsecond), "p50-µs")
+	}
+}
+
+func BenchmarkFiveNodeOurs(b *testing.B)         { benchFive(b, ours(implOurs)) }
+func BenchmarkFiveNodeRawFloor(b *testing.B)     { benchFive(b, rawFloor(implRawFloor)) }
+func BenchmarkFiveNodeGoFloor(b *testing.B)      { benchFive(b, goFloor("go floor")) }
+func BenchmarkFiveNodeGoRedisFloor(b *testing.B) { benchFive(b, goRedisFloor("go-redis floor")) }
