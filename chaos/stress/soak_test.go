@@ -49,9 +49,10 @@ type soakStats struct {
 // (and restarted after soakDown, data lost) or paused, one or two at a
 // time, and checks with the chaos checker that no two holders of a key
 // ever had overlapping safe windows [acquired, min(released, deadline)].
-// It reports acquisitions per second, and goroutines and heap before and
-// after the measured phase (after a warm-up that fills the connection
-// pools), and fails when they grew beyond noise.
+// It checks progress (acquisitions while the faults run, and every key
+// taken once they end), reports acquisitions per second, and goroutines
+// and heap before and after the measured phase (after a warm-up that
+// fills the connection pools), and fails when they grew beyond noise.
 //
 // Every worker has its own redlock.Client (half of them with the pub/sub
 // hand-off, the default, half without); they share one go-redis client
@@ -101,6 +102,21 @@ func TestSoak(t *testing.T) {
 	start := time.Now()
 	runSoak(t, nodes, lockers, keys, *soakFor, rec, st)
 	elapsed := time.Since(start)
+	// Every node runs again: each key is free, or freed within its TTL,
+	// for a Lock to take. A key stuck under a hold nobody releases, or a
+	// client wedged by the faults, fails this.
+	for _, k := range keys {
+		lctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		l, err := lockers[0].Lock(lctx, k, soakTTL)
+		cancel()
+		if err != nil {
+			t.Errorf("after the faults: want key %s taken within 10s, got %v", k, err)
+			continue
+		}
+		if err := l.Unlock(context.Background()); err != nil {
+			t.Errorf("after the faults: Unlock of key %s: %v", k, err)
+		}
+	}
 	g1, _ := settle(t, g0+10)
 
 	h := rec.History()
@@ -129,8 +145,12 @@ func TestSoak(t *testing.T) {
 	if st.other.Load() > 0 {
 		t.Errorf("want every failed Lock classified (ctx, contended, unreachable, expired), got %d others", st.other.Load())
 	}
-	if min := int64(elapsed.Seconds()); acq < min {
-		t.Errorf("want at least one acquisition per second, got %d in %v", acq, elapsed)
+	// Progress, not speed: the rate depends on the machine (about 65/s
+	// here without -race, under 1/s with -race beside two busy loops), so
+	// it is logged above and measured by make soak; a run that took
+	// nothing at all is stuck.
+	if acq == 0 {
+		t.Errorf("want acquisitions while the faults ran, got none in %v", elapsed)
 	}
 	if g1 > g0+10 {
 		t.Errorf("want goroutines back to %d (+10), got %d:\n%s", g0, g1, goroutineDump())

@@ -143,6 +143,16 @@ func newStressRun(t *testing.T, seed int64, d time.Duration, families map[string
 	}
 	s.rec = chaos.NewRecorder(s.clock)
 	s.nodes = redistest.NodesWith(t, stressNodes, redisnode.Options{Dir: stressDataDir(t), AppendOnly: true})
+	t.Cleanup(func() {
+		// Before the nodes are closed (cleanups run last first): on a
+		// failure, whether each node ran and what it last logged, since
+		// a node that stopped answering is often the first clue.
+		if t.Failed() {
+			for i, nd := range s.nodes {
+				t.Logf("stress: node %d: %s", i, nd.Describe())
+			}
+		}
+	})
 	s.inspect = redistest.Clients(t, s.nodes)
 	s.resource = redistest.Clients(t, redistest.Nodes(t, 1))[0]
 	s.processFaulted = []int{0, 1}

@@ -153,6 +153,30 @@ func (n *Node) PID() int {
 	return n.cmd.Process.Pid
 }
 
+// Describe says whether the process runs (its pid, paused or not) or
+// how it ended, followed by the tail of its log (its last 8 KiB of
+// output): for a test to print when it fails on a node it thought was up.
+func (n *Node) Describe() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var st string
+	switch {
+	case n.cmd == nil:
+		st = "not running (killed, or never started)"
+	case n.runningLocked() && n.paused:
+		st = fmt.Sprintf("paused, pid %d", n.cmd.Process.Pid)
+	case n.runningLocked():
+		st = fmt.Sprintf("running, pid %d", n.cmd.Process.Pid)
+	default:
+		st = fmt.Sprintf("exited by itself, pid %d: %s", n.cmd.Process.Pid, n.cmd.ProcessState)
+	}
+	log := ""
+	if n.log != nil {
+		log = n.log.String()
+	}
+	return fmt.Sprintf("redis-server on port %d: %s; log tail:\n%s", n.port, st, log)
+}
+
 // Running reports whether the process is alive (a paused process is running).
 func (n *Node) Running() bool {
 	n.mu.Lock()

@@ -3,6 +3,7 @@ package redisnode
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"strconv"
@@ -77,6 +78,23 @@ func TestPauseResume(t *testing.T) {
 	reply, err := ping(n.Addr())
 	require.NoError(t, err)
 	require.Equal(t, "+PONG", reply)
+}
+
+func TestDescribe(t *testing.T) {
+	n := start(t, Options{})
+	pid := n.PID()
+	require.Contains(t, n.Describe(), fmt.Sprintf("running, pid %d", pid))
+	require.Contains(t, n.Describe(), "Ready to accept connections", "the log tail follows")
+	require.NoError(t, n.Pause())
+	require.Contains(t, n.Describe(), fmt.Sprintf("paused, pid %d", pid))
+	require.NoError(t, n.Resume())
+	// A process that ends by itself (SHUTDOWN) is told apart from one
+	// the harness killed.
+	_, _ = do(n.Addr(), time.Second, "SHUTDOWN", "NOSAVE")
+	require.Eventually(t, func() bool { return !n.Running() }, 5*time.Second, 10*time.Millisecond)
+	require.Contains(t, n.Describe(), fmt.Sprintf("exited by itself, pid %d", pid))
+	require.NoError(t, n.Kill())
+	require.Contains(t, n.Describe(), "not running (killed")
 }
 
 func TestKillPaused(t *testing.T) {
