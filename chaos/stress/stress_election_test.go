@@ -186,12 +186,23 @@ func (s *stressRun) proclaim(ctx context.Context, rng *rand.Rand, h *stressHold,
 }
 
 // healthyFor runs f and reports whether no node was killed or paused at
-// any instant while it ran.
+// any instant while it ran, nor within dialBreakerGrace before.
 func (s *stressRun) healthyFor(f func()) bool {
 	g0 := s.procFaultGen.Load()
+	healed := time.Duration(s.healedAt.Load())
+	start := s.clock.Now()
 	f()
-	return g0%2 == 0 && s.procFaultGen.Load() == g0
+	return g0%2 == 0 && s.procFaultGen.Load() == g0 && (healed == 0 || start-healed >= dialBreakerGrace)
 }
+
+// dialBreakerGrace is how long after a node answers again a go-redis
+// client may still fail to reach it. A pool whose dials failed PoolSize
+// times in a row fails every dial at once with the last dial error
+// ("connection refused" from a killed node) until a background dial,
+// tried once a second, gets through (go-redis v9.23, internal/pool
+// ConnPool.tryDial): up to a second, plus that dial's DialTimeout, plus
+// slack for a loaded machine.
+const dialBreakerGrace = 2 * time.Second
 
 // inspectLeader inspects the leader's own election: the leadership must
 // be held by it, while it stays valid and no node is killed or paused.

@@ -81,9 +81,12 @@ type stressRun struct {
 	// procFaultGen counts the starts and ends of kills and pauses: odd
 	// while one lasts (see healthyFor).
 	procFaultGen atomic.Int64
-	closers      []io.Closer
-	network      []*redis.Client // the go-redis clients through the proxies
-	baseline     goleak.Option   // the goroutines after set-up
+	// healedAt is when the last kill or pause ended (the node answered
+	// again), on s.clock; see dialBreakerGrace.
+	healedAt atomic.Int64
+	closers  []io.Closer
+	network  []*redis.Client // the go-redis clients through the proxies
+	baseline goleak.Option   // the goroutines after set-up
 
 	families map[string]bool // the families of -stress.ops turned on (stress_contracts_test.go)
 	burstLk  *redlock.Client // the burst family's Client: nodes dialled directly, node timeout stressBurstTimeout
@@ -444,6 +447,7 @@ func (s *stressRun) processFaults(ctx context.Context, rng *rand.Rand, nodes []i
 		s.mu.Lock()
 		s.downs[i] = append(s.downs[i], [2]time.Duration{from, s.clock.Now()})
 		s.mu.Unlock()
+		s.healedAt.Store(int64(s.clock.Now()))
 		s.procFaultGen.Add(1)
 		s.calm.RUnlock()
 	}
@@ -659,13 +663,19 @@ type leftover struct {
 // left.
 func (s *stressRun) checkLeftovers() int {
 	var left []leftover
-	deadline := time.Now().Add(stressSettle)
+	var err error
+	// A scan may fail while a node's go-redis pool still fails its dials
+	// fast after a restart (see dialBreakerGrace): polled like the keys.
+	deadline := time.Now().Add(max(stressSettle, dialBreakerGrace))
 	for {
-		left = s.scanLockKeys()
-		if len(left) == 0 || time.Now().After(deadline) {
+		left, err = s.scanLockKeys()
+		if (err == nil && len(left) == 0) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond) // polling Redis: there is no event to await
+	}
+	if err != nil {
+		s.failf("scanning the nodes for lock keys: %v", err)
 	}
 	var blamed []leftover
 	longest := time.Duration(0) // the longest any key left may live
@@ -682,7 +692,11 @@ func (s *stressRun) checkLeftovers() int {
 	// outlived its lock) or has no TTL.
 	wait := min(longest, stressMaxTTL) + time.Second
 	time.Sleep(wait) // waiting out the TTLs
-	for _, lo := range s.scanLockKeys() {
+	left2, err := s.scanLockKeys()
+	if err != nil {
+		s.failf("scanning the nodes for lock keys: %v", err)
+	}
+	for _, lo := range left2 {
 		s.failf("want every key gone %v after quiescence (the longest PTTL then, plus 1s), got %s", stressSettle+wait, s.describeLeftover(lo))
 	}
 	return len(left)
@@ -697,10 +711,11 @@ func (s *stressRun) checkLeftovers() int {
 // as the fence counters are: it is not lock state, and it outlives the
 // leaderships by design (for max(10×ttl, 1 minute)) so that observers
 // that fell behind still read it; one without a TTL is a leak, listed.
-func (s *stressRun) scanLockKeys() []leftover {
+func (s *stressRun) scanLockKeys() ([]leftover, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var out []leftover
+	var errs []error
 	for i, c := range s.inspect {
 		for _, pattern := range []string{s.prefix + "*", "{" + s.prefix + "*", redlock.ElectionKey(s.prefix) + "*"} {
 			it := c.Scan(ctx, 0, pattern, 1000).Iterator()
@@ -713,11 +728,11 @@ func (s *stressRun) scanLockKeys() []leftover {
 				out = append(out, leftover{node: i, key: k, value: keyValue(ctx, c, k), pttl: p})
 			}
 			if err := it.Err(); err != nil {
-				s.failf("scanning node %d for lock keys: %v", i, err)
+				errs = append(errs, fmt.Errorf("node %d: %w", i, err))
 			}
 		}
 	}
-	return out
+	return out, errors.Join(errs...)
 }
 
 // keyValue returns a key's value: a string's, or a sorted set's members

@@ -53,6 +53,13 @@
 //   - Without ContextTimeoutEnabled, go-redis may not honour a context
 //     deadline: every wait on a node is bounded here (WaitTimeout, the
 //     round's timer).
+//   - A pool whose dials failed PoolSize times in a row fails every
+//     later dial at once with the last dial error, until a background
+//     dial, tried once a second, gets through: a node that restarted
+//     stays unreachable to the client for up to about a second after it
+//     answers again ("connection refused" from the time it was down).
+//     Nothing here depends on it; the stress test waits it out before
+//     it expects every node to answer.
 //   - go-redis may panic on a malformed reply; every call into it that
 //     parses one recovers, and the panic is a node failure.
 //   - SET NX refused answers redis.Nil; a pipeline that fails as a whole
