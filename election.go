@@ -538,7 +538,8 @@ func firstNodeErr(h *Holding) string {
 // node restarted empty has lost its copy (the other nodes' still count).
 // Where the history has nothing newer but the leader read does (the
 // history expired, or a lock taken on the key by other means), Observe
-// delivers the leader read. A slow receiver delays the reads, not the
+// delivers the leader read, once enough nodes answered the history read
+// to tell (more than N − quorum). A slow receiver delays the reads, not the
 // election. For a nil or zero *Election, a name Election refuses or a
 // nil ctx it returns a closed channel.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
@@ -685,9 +686,13 @@ func (e *Election) observeOnce(ctx context.Context, st *observeState, out chan<-
 			return changed, false
 		}
 	}
-	if lerr == nil && cur.Term > st.term {
+	if lerr == nil && cur.Term > st.term && answered >= len(e.c.nodes)-e.c.need+1 {
 		// The history has nothing of this leadership (expired, or a
-		// lock taken on the key by other means): the leader read.
+		// lock taken on the key by other means): the leader read. Only
+		// when enough nodes answered to tell: an entry on a quorum is
+		// then on one of them. With fewer, the leadership's earlier
+		// entries may yet show, and delivering the leader read now
+		// would place the observer past them: read again later.
 		st.seq = -1
 		if !send(cur) {
 			return changed, false

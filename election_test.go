@@ -614,6 +614,39 @@ func TestObserveIgnoresMinorityEntries(t *testing.T) {
 	require.NoError(t, lead2.Resign(ctx))
 }
 
+// TestObserveWaitsForTooFewHistories pins that Observe does not deliver
+// a leader from the leader read while too few nodes answered the history
+// read to tell whether the history holds that leadership: it would skip
+// the leadership's earlier values. A leader is elected with "a" and
+// proclaims "b" while the observer's reads all fail; then its leader
+// reads work again (and find "b") while its history reads still fail.
+// "b" must not be delivered ahead of "a".
+func TestObserveWaitsForTooFewHistories(t *testing.T) {
+	_, clients := cluster(t, 3)
+	history := &failScript{src: wire.ScriptHistory.Src.(string)}
+	inspect := &failScript{src: wire.ScriptInspect.Src.(string)}
+	for _, cl := range clients {
+		cl.AddHook(history)
+		cl.AddHook(inspect)
+	}
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	el := rl.Election(key(t))
+	obs, first := startObserving(t, el, 1)
+	history.armed.Store(true)
+	inspect.armed.Store(true)
+	lead, err := el.Campaign(ctx, "a", 10*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, lead.Proclaim(ctx, "b"))
+	inspect.armed.Store(false)
+	// Two whole reads after that: their leader reads find "b".
+	n := history.n.Load()
+	eventually(t, 10*time.Second, func() bool { return history.n.Load() >= n+6 }, "want two failed history reads of every node")
+	history.armed.Store(false)
+	requireSaw(t, obs, []observed{first, {lead.Term(), "a"}, {lead.Term(), "b"}}, 0)
+	require.NoError(t, lead.Resign(ctx))
+}
+
 // TestObserveManyObserversNodeDown pins that many observers at once,
 // with a node killed in the middle of the run, each deliver every
 // publication, short leaderships included.

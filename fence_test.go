@@ -132,6 +132,7 @@ type failScript struct {
 	src   string
 	shas  sync.Map // SHA-1 (hex) of each source seen -> true
 	armed atomic.Bool
+	n     atomic.Int64 // failures injected
 }
 
 func (h *failScript) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -151,6 +152,7 @@ func (h *failScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			h.shas.Store(arg, true)
 		}
 		if _, ours := h.shas.Load(arg); ours && h.armed.Load() {
+			h.n.Add(1)
 			err := errors.New("injected failure")
 			cmd.SetErr(err)
 			return err

@@ -768,13 +768,22 @@ func TestCloseEndsAutoExtension(t *testing.T) {
 	lead, err := rl.Election(name).Campaign(ctx, "closing", ttl)
 	require.NoError(t, err)
 	did := make(chan error, 1)
+	running := make(chan struct{})
 	go func() {
 		did <- rl.Do(ctx, k3, ttl, func(ctx context.Context) error {
+			close(running)
 			<-ctx.Done()
 			return nil
 		})
 	}()
-	eventually(t, 5*time.Second, func() bool { return get(t, clients[0], k3) != "" }, "want Do's lock taken")
+	// fn runs: Do holds its lock. (Its key on a node is not enough: on a
+	// loaded machine Close then found Do still acquiring, and Do
+	// returned ErrClosed without running fn.)
+	select {
+	case <-running:
+	case err := <-did:
+		t.Fatalf("Do returned before running fn: %v", err)
+	}
 
 	require.NoError(t, rl.Close())
 	for what, d := range map[string]interface {
