@@ -1,17 +1,14 @@
 package main
 
 import (
-	"context"
-	"slices"
 	"testing"
-	"time"
 
 	"github.com/seed543a70bd/redlock/internal/redisnode"
 )
 
 // Go-level benchmarks of one uncontended lock+unlock cycle on 5 nodes,
-// ours against the raw floor, for profiling the gap that make bench's
-// "vs raw floor" target measures:
+// ours against the raw, net.Conn and go-redis floors (gofloor.go), for
+// profiling the gap that make bench's "vs raw floor" target measures:
 //
 //	go test -run '^$' -bench FiveNode -benchmem -cpuprofile cpu.prof ./cmd/redlock-bench
 
@@ -40,29 +37,7 @@ func benchFive(b *testing.B, m maker) {
 	if im.closer != nil {
 		b.Cleanup(im.closer)
 	}
-	ctx := context.Background()
-	ks := keys(b.Name(), 256)
-	for i := range 200 {
-		if err := im.cycle(ctx, ks[i%len(ks)]); err != nil {
-			b.Fatalf("warm-up: %v", err)
-		}
-	}
-	lat := make([]time.Duration, 4096)
-	n := 0
-	b.ReportAllocs()
-	for b.Loop() {
-		t0 := time.Now()
-		if err := im.cycle(ctx, ks[n%len(ks)]); err != nil {
-			b.Fatal(err)
-		}
-		lat[n%len(lat)] = time.Since(t0)
-		n++
-	}
-	lat = lat[:min(n, len(lat))]
-	if len(lat) > 0 {
-		slices.Sort(lat)
-		b.ReportMetric(float64(lat[len(lat)/2])/float64(time.Microsecond), "p50-µs")
-	}
+	benchImpl(b, im)
 }
 
 func BenchmarkFiveNodeOurs(b *testing.B)         { benchFive(b, ours(implOurs)) }

@@ -23,35 +23,23 @@ import (
 func goFloor(name string) maker {
 	return maker{name: name, nodes: 5, new: func(name string, cs []redis.UniversalClient) (impl, error) {
 		g := &goNodes{}
-		for _, c := range cs {
-			rc, ok := c.(*redis.Client)
-			if !ok {
-				return impl{}, errors.New("go floor: needs *redis.Client")
+		err := dialEach(cs, func(addr string) error {
+			conn, err := net.Dial("tcp", addr)
+			if err == nil {
+				g.n = append(g.n, &goNode{c: conn})
 			}
-			conn, err := net.Dial("tcp", rc.Options().Addr)
-			if err != nil {
-				g.close()
-				return impl{}, err
-			}
-			g.n = append(g.n, &goNode{c: conn})
+			return err
+		})
+		if err != nil {
+			g.close()
+			return impl{}, fmt.Errorf("go floor: %w", err)
 		}
-		const rel = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end"
-		sha, err := g.loadScript(rel)
+		sha, err := g.loadScript(floorRelease)
 		if err != nil {
 			g.close()
 			return impl{}, err
 		}
-		var buf []byte
-		return impl{name: name, cycle: func(ctx context.Context, key string) error {
-			buf = fmt.Appendf(buf[:0], "*6\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$2\r\nNX\r\n$2\r\nPX\r\n$%d\r\n%d\r\n",
-				len(key), key, len(floorToken), floorToken, len(fmt.Sprint(ttl.Milliseconds())), ttl.Milliseconds())
-			if err := g.round(buf, "+OK"); err != nil {
-				return err
-			}
-			buf = fmt.Appendf(buf[:0], "*5\r\n$7\r\nEVALSHA\r\n$%d\r\n%s\r\n$1\r\n1\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n",
-				len(sha), sha, len(key), key, len(floorToken), floorToken)
-			return g.round(buf, ":1")
-		}, closer: g.close}, nil
+		return impl{name: name, cycle: respCycle(sha, g.round), closer: g.close}, nil
 	}}
 }
 
@@ -141,10 +129,9 @@ func (g *goNodes) round(cmd []byte, want string) error {
 // failed cycle: a floor for any lock library built on go-redis.
 func goRedisFloor(name string) maker {
 	return maker{name: name, nodes: 5, new: func(name string, cs []redis.UniversalClient) (impl, error) {
-		const rel = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end"
 		var sha string
 		for _, c := range cs {
-			s, err := c.ScriptLoad(context.Background(), rel).Result()
+			s, err := c.ScriptLoad(context.Background(), floorRelease).Result()
 			if err != nil {
 				return impl{}, err
 			}
@@ -200,19 +187,14 @@ func goRedisFloor(name string) maker {
 // bsm/redislock's and our one-node cycle; the floor that both sit on.
 func floorOneScript(name string) maker {
 	return maker{name: name, nodes: 1, new: func(name string, cs []redis.UniversalClient) (impl, error) {
-		const rel = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end"
 		c := cs[0]
-		sha, err := c.ScriptLoad(context.Background(), rel).Result()
+		sha, err := c.ScriptLoad(context.Background(), floorRelease).Result()
 		if err != nil {
 			return impl{}, err
 		}
 		return impl{name: name, cycle: func(ctx context.Context, key string) error {
-			ok, err := c.SetNX(ctx, key, floorToken, ttl).Result()
-			if err != nil {
+			if err := floorSetNX(ctx, c, key); err != nil {
 				return err
-			}
-			if !ok {
-				return errNotOK
 			}
 			n, err := c.EvalSha(ctx, sha, []string{key}, floorToken).Int64()
 			if err == nil && n != 1 {
@@ -221,4 +203,39 @@ func floorOneScript(name string) maker {
 			return err
 		}}, nil
 	}}
+}
+
+// floorRelease is the floors' compare-and-delete script.
+const floorRelease = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end"
+
+// respCycle is a raw-RESP floor's cycle: SET NX PX, then EVALSHA of the
+// release script sha, each sent to every node by round, which returns
+// once the quorum replied want.
+func respCycle(sha string, round func(cmd []byte, want string) error) func(ctx context.Context, key string) error {
+	var buf []byte
+	return func(ctx context.Context, key string) error {
+		buf = fmt.Appendf(buf[:0], "*6\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$2\r\nNX\r\n$2\r\nPX\r\n$%d\r\n%d\r\n",
+			len(key), key, len(floorToken), floorToken, len(fmt.Sprint(ttl.Milliseconds())), ttl.Milliseconds())
+		if err := round(buf, "+OK"); err != nil {
+			return err
+		}
+		buf = fmt.Appendf(buf[:0], "*5\r\n$7\r\nEVALSHA\r\n$%d\r\n%s\r\n$1\r\n1\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n",
+			len(sha), sha, len(key), key, len(floorToken), floorToken)
+		return round(buf, ":1")
+	}
+}
+
+// dialEach calls dial with the address of each of cs, which must be
+// *redis.Client, in order, and stops at the first error.
+func dialEach(cs []redis.UniversalClient, dial func(addr string) error) error {
+	for _, c := range cs {
+		rc, ok := c.(*redis.Client)
+		if !ok {
+			return errors.New("needs *redis.Client nodes")
+		}
+		if err := dial(rc.Options().Addr); err != nil {
+			return err
+		}
+	}
+	return nil
 }

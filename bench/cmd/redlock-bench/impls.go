@@ -276,16 +276,22 @@ func floorOne(name string) maker {
 	return maker{name: name, nodes: 1, new: func(name string, cs []redis.UniversalClient) (impl, error) {
 		c := cs[0]
 		return impl{name: name, cycle: func(ctx context.Context, key string) error {
-			ok, err := c.SetNX(ctx, key, floorToken, ttl).Result()
-			if err != nil {
+			if err := floorSetNX(ctx, c, key); err != nil {
 				return err
-			}
-			if !ok {
-				return errNotOK
 			}
 			return c.Del(ctx, key).Err()
 		}}, nil
 	}}
+}
+
+// floorSetNX is the floors' acquire on one node: SET key NX PX ttl,
+// errNotOK when the key was taken.
+func floorSetNX(ctx context.Context, c redis.UniversalClient, key string) error {
+	ok, err := c.SetNX(ctx, key, floorToken, ttl).Result()
+	if err == nil && !ok {
+		err = errNotOK
+	}
+	return err
 }
 
 // floorParallel is the raw floor on every node: SET NX PX on all nodes in
@@ -306,13 +312,7 @@ func floorParallel(name string) maker {
 			return errors.Join(errs...)
 		}
 		return impl{name: name, cycle: func(ctx context.Context, key string) error {
-			err := each(func(c redis.UniversalClient) error {
-				ok, err := c.SetNX(ctx, key, floorToken, ttl).Result()
-				if err == nil && !ok {
-					err = errNotOK
-				}
-				return err
-			})
+			err := each(func(c redis.UniversalClient) error { return floorSetNX(ctx, c, key) })
 			return errors.Join(err, each(func(c redis.UniversalClient) error {
 				return c.Del(ctx, key).Err()
 			}))

@@ -63,10 +63,16 @@ func oneNodeImpl(b *testing.B, m maker) (impl, int) {
 	return im, pid
 }
 
-// benchOneNode times cycles of the impl that m builds on one node, over
-// 256 keys, after 200 untimed ones, and reports the median cycle as p50-µs.
+// benchOneNode times cycles of the impl that m builds on one node, as
+// benchImpl does.
 func benchOneNode(b *testing.B, m maker) {
 	im, _ := oneNodeImpl(b, m)
+	benchImpl(b, im)
+}
+
+// benchImpl times cycles of im over 256 keys, after 200 untimed ones,
+// and reports the median cycle as p50-µs and the failed cycles.
+func benchImpl(b *testing.B, im impl) {
 	ctx := context.Background()
 	ks := keys(b.Name(), 256)
 	for i := range 200 {

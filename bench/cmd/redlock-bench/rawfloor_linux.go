@@ -4,7 +4,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -28,33 +27,16 @@ import (
 func rawFloor(name string) maker {
 	return maker{name: name, nodes: 5, new: func(name string, cs []redis.UniversalClient) (impl, error) {
 		r := &rawNodes{}
-		for _, c := range cs {
-			rc, ok := c.(*redis.Client)
-			if !ok {
-				return impl{}, errors.New("raw floor: needs *redis.Client")
-			}
-			if err := r.dial(rc.Options().Addr); err != nil {
-				r.close()
-				return impl{}, err
-			}
+		if err := dialEach(cs, r.dial); err != nil {
+			r.close()
+			return impl{}, fmt.Errorf("raw floor: %w", err)
 		}
-		const rel = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end"
-		sha, err := r.loadScript(rel)
+		sha, err := r.loadScript(floorRelease)
 		if err != nil {
 			r.close()
 			return impl{}, err
 		}
-		var buf []byte
-		return impl{name: name, cycle: func(ctx context.Context, key string) error {
-			buf = fmt.Appendf(buf[:0], "*6\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$2\r\nNX\r\n$2\r\nPX\r\n$%d\r\n%d\r\n",
-				len(key), key, len(floorToken), floorToken, len(fmt.Sprint(ttl.Milliseconds())), ttl.Milliseconds())
-			if err := r.round(buf, "+OK"); err != nil {
-				return err
-			}
-			buf = fmt.Appendf(buf[:0], "*5\r\n$7\r\nEVALSHA\r\n$%d\r\n%s\r\n$1\r\n1\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n",
-				len(sha), sha, len(key), key, len(floorToken), floorToken)
-			return r.round(buf, ":1")
-		}, closer: r.close}, nil
+		return impl{name: name, cycle: respCycle(sha, r.round), closer: r.close}, nil
 	}}
 }
 
