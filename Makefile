@@ -41,9 +41,12 @@ GOTEST = -race -count=1 -p 1 -timeout 14m
 # tests, mostly waiting on timers and nodes, run side by side
 # (.ci/test-parallel.sh): about a minute instead of two and a half.
 ROOT_PKG = github.com/seed543a70bd/redlock
+# The root package's tests that load the machine themselves run on their
+# own, after the shards (see .ci/test-shards.sh).
+SOLO_TESTS = Burst|Many|Storm|UnderLoad|Churn|SilentNode
 test: redis lint
-	@echo "== go test . (2 shards side by side)"
-	@GOTEST='$(GOTEST)' bash .ci/test-shards.sh 2 .
+	@echo "== go test . (2 shards side by side, then the tests matching $(SOLO_TESTS) on their own)"
+	@GOTEST='$(GOTEST)' bash .ci/test-shards.sh 2 . '$(SOLO_TESTS)'
 	@echo "== go test the root module's other packages"
 	@$(GO) test $(GOTEST) $$($(GO) list ./... | grep -vx '$(ROOT_PKG)')
 	@set -e; for m in $(filter-out .,$(LARGE_MODULES)); do echo "== go test $$m"; (cd $$m && $(GO) test $(GOTEST) ./...); done

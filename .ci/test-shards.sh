@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# Usage: test-shards.sh N PKG
+# Usage: test-shards.sh N PKG [SOLO]
 # Runs the tests, examples and fuzz seeds of one package (PKG, relative
 # to the current module) as N go test processes side by side, the
 # package's tests dealt to them in turn in the order `go test -list`
-# gives; prints each shard's output whole once all have ended, and exits
-# non-zero if any failed. `make test` runs the root package this way: its
-# tests wait on timers and real nodes for much of their time (about 0.8
-# of 2 cores used when run one at a time), and they are written to pass
-# on a loaded machine, which is what each shard is to the other.
+# gives, then the tests whose names match the extended regular
+# expression SOLO in one process on their own; prints each run's output
+# whole once it has ended, and exits non-zero if any failed. `make test`
+# runs the root package this way: its tests wait on timers and real
+# nodes for much of their time (about 0.8 of 2 cores used when run one
+# at a time), and they are written to pass on a loaded machine, which is
+# what each shard is to the other. The tests that load the machine
+# themselves (bursts of thousands of calls, thousands of locks, kill
+# storms) run on their own: beside a shard and other load they measured
+# that load rather than the library.
 # The environment variable GOTEST holds the go test arguments.
 set -uo pipefail
 n=$1
 pkg=$2
+solo=${3:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # -list runs the test binary, so it is built with the same flags as the
@@ -20,7 +26,16 @@ if ! eval go test "$GOTEST" -list "'.*'" "$pkg" >"$tmp/list" 2>&1; then
 	cat "$tmp/list"
 	exit 1
 fi
-mapfile -t names < <(grep -E '^(Test|Example|Fuzz)[A-Za-z0-9_]*$' "$tmp/list")
+mapfile -t all < <(grep -E '^(Test|Example|Fuzz)[A-Za-z0-9_]*$' "$tmp/list")
+names=()
+alone=""
+for t in "${all[@]}"; do
+	if [[ -n $solo ]] && grep -qE "$solo" <<<"$t"; then
+		alone+="${alone:+|}$t"
+	else
+		names+=("$t")
+	fi
+done
 if [[ ${#names[@]} -eq 0 ]]; then
 	echo "test-shards: no tests listed in $pkg"
 	cat "$tmp/list"
@@ -42,4 +57,10 @@ for ((s = 0; s < n; s++)); do
 		rc=1
 	fi
 done
+if [[ -n $alone ]]; then
+	echo "== go test $pkg, the tests that run on their own: $alone"
+	if ! eval go test "$GOTEST" -run "'^($alone)\$'" "$pkg"; then
+		rc=1
+	fi
+fi
 exit $rc
