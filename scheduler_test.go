@@ -136,9 +136,8 @@ func TestManyAutoExtendedLocks(t *testing.T) {
 	locks, rate := takeMany(t, rl, key(t), n, 256, ttl, true)
 	t.Logf("took %d locks (TryLock + AutoExtend) from 256 goroutines at %.0f locks/s", n, rate)
 	// The live heap also holds the extension rounds in flight, many more
-	// of them on a loaded machine (twice the locks' own cost, once, at
-	// 120 locks/s beside two busy loops): the least of a sample a second
-	// is the locks' own cost.
+	// of them on a loaded machine, where they can double the measure:
+	// the least of a sample a second is the locks' own cost.
 	heap := heapNow()
 
 	// Hold for six TTLs; watch the goroutines and sample the heap.

@@ -776,9 +776,9 @@ func TestCloseEndsAutoExtension(t *testing.T) {
 			return nil
 		})
 	}()
-	// fn runs: Do holds its lock. (Its key on a node is not enough: on a
-	// loaded machine Close then found Do still acquiring, and Do
-	// returned ErrClosed without running fn.)
+	// fn runs: Do holds its lock. Its key on a node is not enough: Do
+	// may still be acquiring, and Close would then make Do return
+	// ErrClosed without running fn.
 	select {
 	case <-running:
 	case err := <-did:
