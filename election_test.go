@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -121,10 +122,19 @@ func TestElectionKeysApartFromLocks(t *testing.T) {
 	require.NoError(t, err)
 	lead, err := rl.Election(name).Campaign(ctx, "v", 10*time.Second)
 	require.NoError(t, err)
-	for i, c := range clients {
-		require.Contains(t, get(t, c, "app1:"+redlock.ElectionKey(name)), ": v", "node %d", i+1)
-		require.Equal(t, l.Token(), get(t, c, "app1:"+name), "node %d", i+1)
+	// Both return at a quorum: the last node's write may land later, or
+	// not at all on a loaded machine (a node timeout).
+	elected, locked := 0, 0
+	for _, c := range clients {
+		if strings.Contains(get(t, c, "app1:"+redlock.ElectionKey(name)), ": v") {
+			elected++
+		}
+		if get(t, c, "app1:"+name) == l.Token() {
+			locked++
+		}
 	}
+	require.GreaterOrEqual(t, elected, rl.Quorum(), "nodes holding the leadership under the prefixed election key")
+	require.GreaterOrEqual(t, locked, rl.Quorum(), "nodes holding the lock under the prefixed lock key")
 	info, err := rl.Election(name).Leader(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "v", info.Value)
