@@ -385,16 +385,19 @@ func (nd *Node) runBatch(lc *leaderConn, jobs []Job) {
 }
 
 // sendBatch pipelines the non-nil cmds and fills reps. A script that the
-// node no longer has cached (NOSCRIPT, after a restart) is run again
-// with EVAL, in its place in the order, unless a later request of the
-// same batch carries the same token: that one already ran, and running
-// the earlier one after it could, say, set a key that the later release
-// has already deleted. Such a request is reported failed instead (it
-// did nothing on the node). Likewise a refused setnx acquire runs its
-// script (setReply) only when no later request carries its token, and
-// is reported taken otherwise. The batch goes through the leader's own
-// connection lc, and once more through the pool when that connection
-// was closed under it (see leaderConn).
+// node no longer has cached (NOSCRIPT, after a restart or on a node that
+// never ran it) is run again with EVAL, in its place in the order,
+// unless a later request of the same batch with the same token already
+// ran: running the earlier one after it could, say, set a key that the
+// later release has already deleted. Such a request is reported failed
+// instead (it did nothing on the node). A later request that got
+// NOSCRIPT too did nothing yet, and is run again after this one, so the
+// order holds: an Extend and an Unlock of one lock batched on a node
+// that has neither script both run. Likewise a refused setnx acquire
+// runs its script (setReply) only when no later request with its token
+// ran, and is reported taken otherwise. The batch goes through the
+// leader's own connection lc, and once more through the pool when that
+// connection was closed under it (see leaderConn).
 func (nd *Node) sendBatch(lc *leaderConn, jobs []Job, cmds []*redis.Cmd, reps []wire.Reply, sent []time.Time) {
 	// The batch serves several rounds: it must not fail because one of
 	// their contexts ends (each round is bounded by its own timer), nor
@@ -480,14 +483,14 @@ func (nd *Node) sendBatch(lc *leaderConn, jobs []Job, cmds []*redis.Cmd, reps []
 		}
 		res, err := cmd.Result()
 		if wire.IsNoScript(err) {
-			if laterSameToken(jobs, cmds, k) {
+			if laterSameTokenRan(jobs, cmds, k) {
 				reps[k] = wire.Reply{St: wire.StatusFailed, Err: fmt.Errorf("redlock: script not cached on the node and not retried out of order: %w", err)}
 				continue
 			}
 			res, err = eval(jobs[k].Ctx, s, req)
 		}
 		if req.Setnx {
-			if err == redis.Nil && laterSameToken(jobs, cmds, k) {
+			if err == redis.Nil && laterSameTokenRan(jobs, cmds, k) {
 				// Refused, and a later request with our token (the
 				// lock's release) already ran: what the key held is
 				// settled, and the script would run out of order.
@@ -514,11 +517,14 @@ func firstErr(cmds []*redis.Cmd) error {
 	return nil
 }
 
-// laterSameToken reports whether a request after k in the batch was
-// sent with k's token.
-func laterSameToken(jobs []Job, cmds []*redis.Cmd, k int) bool {
+// laterSameTokenRan reports whether a request after k in the batch was
+// sent with k's token and may have run: any reply but NOSCRIPT, which
+// says the node did nothing (see sendBatch). The later requests' replies
+// are still those of the pipeline when sendBatch asks, as it goes in
+// order.
+func laterSameTokenRan(jobs []Job, cmds []*redis.Cmd, k int) bool {
 	for m := k + 1; m < len(jobs); m++ {
-		if cmds[m] != nil && jobs[m].Req != nil && jobs[m].Req.Token == jobs[k].Req.Token {
+		if cmds[m] != nil && jobs[m].Req != nil && jobs[m].Req.Token == jobs[k].Req.Token && !wire.IsNoScript(cmds[m].Err()) {
 			return true
 		}
 	}
