@@ -523,14 +523,16 @@ func firstNodeErr(h *Holding) string {
 // election's history (ElectionTermsKey) from every node. A new leader and
 // Proclaim announce themselves over pub/sub, and so does Resign, which
 // wakes it at once; it also reads every second, so that a lost message
-// only delays a change. An entry of the history is delivered when it may
-// be on a quorum: seen on k of the a nodes that answered, with
-// k + (N − a) ≥ quorum; what a failed Proclaim wrote on a minority of
-// nodes is not delivered once every node answers. So a leadership
-// elected and gone between two reads is delivered too. Its
-// Validity is measured only for the leadership the same wake's leader
-// read found: it is ≤ 0 for a leadership delivered after it ended (and 0
-// for one that began after that read).
+// only delays a change. Only a history read that more than N − quorum
+// nodes answered is used, so that every entry on a quorum shows in it:
+// while fewer answer, Observe delivers nothing new. An entry of the
+// history is delivered when it may be on a quorum: seen on k of the a
+// nodes that answered, with k + (N − a) ≥ quorum; what a failed
+// Proclaim wrote on a minority of nodes is not delivered once every
+// node answers. So a leadership elected and gone between two reads is
+// delivered too. Its Validity is measured only for the leadership the
+// same wake's leader read found: it is ≤ 0 for a leadership delivered
+// after it ended (and 0 for one that began after that read).
 //
 // Limits: each node keeps the last 64 entries of an election's history,
 // for max(10×ttl, 1 minute) after its last write (ElectionTermsKey). An
@@ -538,8 +540,7 @@ func firstNodeErr(h *Holding) string {
 // node restarted empty has lost its copy (the other nodes' still count).
 // Where the history has nothing newer but the leader read does (the
 // history expired, or a lock taken on the key by other means), Observe
-// delivers the leader read, once enough nodes answered the history read
-// to tell (more than N − quorum). A slow receiver delays the reads, not the
+// delivers the leader read. A slow receiver delays the reads, not the
 // election. For a nil or zero *Election, a name Election refuses or a
 // nil ctx it returns a closed channel.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
@@ -605,8 +606,10 @@ func (e *Election) observeOnce(ctx context.Context, st *observeState, out chan<-
 	// are known to have ended, and the observer starts after them. A
 	// leadership being elected then has a higher term, and no entry yet.
 	var ended int64
+	preEnough := false
 	if !st.started {
-		pre, _ := e.history(ctx, 1)
+		pre, a := e.history(ctx, 1)
+		preEnough = e.historyEnough(a)
 		for _, x := range pre {
 			ended = max(ended, x.Term)
 		}
@@ -642,8 +645,11 @@ func (e *Election) observeOnce(ctx context.Context, st *observeState, out chan<-
 			// above). Not after the fence counters: an acquire that
 			// has raised some nodes' counters may win with that term
 			// yet, and would be skipped.
-			if h == nil || h.State == HoldUnknown {
-				return false, true // too few answers to tell: later
+			if h == nil || h.State == HoldUnknown || !preEnough {
+				// Too few answers to tell: later. Without the
+				// leaderships that ended, the observer would start
+				// before them and deliver what came before it.
+				return false, true
 			}
 			st.term = ended
 			st.started, st.seq = true, math.MaxInt64
@@ -654,18 +660,22 @@ func (e *Election) observeOnce(ctx context.Context, st *observeState, out chan<-
 			}
 		}
 	}
+	if !e.historyEnough(answered) {
+		// An entry on a quorum may be missing from these answers, and
+		// an entry seen on one node passes history's filter: delivering
+		// it would place the observer past the missing one. Later.
+		return changed, true
+	}
 	if st.seq < 0 {
-		// Delivered from the leader read: place it at its entry.
-		found := false
+		// Delivered from the leader read: place it at its entry. Enough
+		// nodes answered for an entry on a quorum to show, so when it
+		// does not, the history lost it (expired, or a lock taken on
+		// the key by other means) and the term's entries that do show
+		// are delivered.
 		for _, x := range entries {
 			if x.Term == st.term && x.Value == st.value {
-				st.seq, found = x.Seq, true
+				st.seq = x.Seq
 			}
-		}
-		if !found && answered < len(e.c.nodes) {
-			// The nodes that hold it did not answer: this term's
-			// entries may be older than it. Wait for them.
-			entries = slices.DeleteFunc(entries, func(x wire.TermEntry) bool { return x.Term == st.term })
 		}
 	}
 	for _, x := range entries {
@@ -686,19 +696,22 @@ func (e *Election) observeOnce(ctx context.Context, st *observeState, out chan<-
 			return changed, false
 		}
 	}
-	if lerr == nil && cur.Term > st.term && answered >= len(e.c.nodes)-e.c.need+1 {
+	if lerr == nil && cur.Term > st.term {
 		// The history has nothing of this leadership (expired, or a
-		// lock taken on the key by other means): the leader read. Only
-		// when enough nodes answered to tell: an entry on a quorum is
-		// then on one of them. With fewer, the leadership's earlier
-		// entries may yet show, and delivering the leader read now
-		// would place the observer past them: read again later.
+		// lock taken on the key by other means): the leader read.
 		st.seq = -1
 		if !send(cur) {
 			return changed, false
 		}
 	}
 	return changed, true
+}
+
+// historyEnough reports whether a history read that answered nodes
+// answered shows every entry on a quorum: more than N − quorum answered,
+// so that every quorum holds one of them.
+func (e *Election) historyEnough(answered int) bool {
+	return answered > len(e.c.nodes)-e.c.need
 }
 
 // history reads the election's history entries of term from or more

@@ -657,6 +657,100 @@ func TestObserveWaitsForTooFewHistories(t *testing.T) {
 	require.NoError(t, lead.Resign(ctx))
 }
 
+// TestObserveWaitsForEnoughHistories: Campaign "a" lands on nodes 0
+// and 1 only, Proclaim "b" on all three; then only node 2 answers the
+// history reads. Node 2 holds "b" but not "a", and an entry seen on one
+// answering node of three passes the history's quorum filter: delivered
+// then, "b" would place the observer past "a", which nodes 0 and 1 hold.
+// The observer waits until more than N − quorum nodes answer.
+func TestObserveWaitsForEnoughHistories(t *testing.T) {
+	_, clients := cluster(t, 3)
+	history := failing(wire.ScriptHistory.Src)
+	campaign := failing(wire.ScriptProclaim.Src)
+	clients[0].AddHook(history)
+	clients[1].AddHook(history)
+	clients[2].AddHook(campaign)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	el := rl.Election(key(t))
+	obs, first := startObserving(t, el, 1)
+	history.armed.Store(true)
+	campaign.armed.Store(true)
+	lead, err := el.Campaign(ctx, "a", 10*time.Second)
+	require.NoError(t, err)
+	require.Positive(t, campaign.n.Load(), "Campaign did not fail on node 2")
+	campaign.armed.Store(false)
+	require.NoError(t, lead.Proclaim(ctx, "b"))
+	n := history.n.Load()
+	eventually(t, 10*time.Second, func() bool { return history.n.Load() >= n+4 }, "want two history reads that only node 2 answered")
+	history.armed.Store(false)
+	requireSaw(t, obs, []observed{first, {lead.Term(), "a"}, {lead.Term(), "b"}}, 0)
+	require.NoError(t, lead.Resign(ctx))
+}
+
+// TestObserveExpiredHistoryNodeDown: a leadership whose history expired
+// (as after max(10×ttl, 1 minute) without a Proclaim) is delivered from
+// the leader read while a node does not answer history reads; its next
+// Proclaim is delivered during the outage too, not held back until a
+// later term passes it.
+func TestObserveExpiredHistoryNodeDown(t *testing.T) {
+	_, clients := cluster(t, 3)
+	history := failing(wire.ScriptHistory.Src)
+	clients[2].AddHook(history)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	el := rl.Election(key(t))
+	lead, err := el.Campaign(ctx, "a", 10*time.Second)
+	require.NoError(t, err)
+	for _, cl := range clients {
+		require.NoError(t, cl.Del(ctx, redlock.ElectionTermsKey(el.Name())).Err())
+	}
+	history.armed.Store(true)
+	octx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	o := watch(el.Observe(octx))
+	a := observed{lead.Term(), "a"}
+	eventually(t, 10*time.Second, func() bool { return slices.Contains(o.get(), a) }, "want the leader read delivered")
+	require.NoError(t, lead.Proclaim(ctx, "b"))
+	b := observed{lead.Term(), "b"}
+	eventually(t, 10*time.Second, func() bool { return slices.Contains(o.get(), b) }, "want b delivered while node 2 does not answer: got %v", o.get())
+	require.Positive(t, history.n.Load())
+	require.NoError(t, lead.Resign(ctx))
+	lead2, err := el.Campaign(ctx, "c", 10*time.Second)
+	require.NoError(t, err)
+	history.armed.Store(false)
+	requireSaw(t, []*observer{o}, []observed{a, b, {lead2.Term(), "c"}}, 0)
+	require.NoError(t, lead2.Resign(ctx))
+}
+
+// TestObserveStartNeedsEndedTerms: an observer that starts with no
+// leader must know which leaderships ended before it, or it would
+// deliver them. When its first history read fails on every node, it
+// reads again later; its first delivery is the next leader.
+func TestObserveStartNeedsEndedTerms(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	el := rl.Election(key(t))
+	lead, err := el.Campaign(ctx, "old", 10*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, lead.Resign(ctx))
+	history := failing(wire.ScriptHistory.Src)
+	for _, cl := range clients {
+		cl.AddHook(history)
+	}
+	history.armed.Store(true)
+	octx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	o := watch(el.Observe(octx))
+	eventually(t, 10*time.Second, func() bool { return history.n.Load() >= 3 }, "want the first history read failed on every node")
+	history.armed.Store(false)
+	lead2, err := el.Campaign(ctx, "new", 10*time.Second)
+	require.NoError(t, err)
+	requireSaw(t, []*observer{o}, []observed{{lead2.Term(), "new"}}, 0)
+	require.NoError(t, lead2.Resign(ctx))
+}
+
 // TestObserveManyObserversNodeDown pins that many observers at once,
 // with a node killed in the middle of the run, each deliver every
 // publication, short leaderships included.

@@ -135,6 +135,15 @@ type failScript struct {
 	n     atomic.Int64 // failures injected
 }
 
+// failing returns a failScript for src that knows its SHA-1 before
+// any EVAL: it fails EVALSHA calls on nodes that already cache src.
+func failing(src any) *failScript {
+	h := &failScript{src: src.(string)}
+	sum := sha1.Sum([]byte(h.src))
+	h.shas.Store(hex.EncodeToString(sum[:]), true)
+	return h
+}
+
 func (h *failScript) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *failScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
