@@ -25,32 +25,26 @@ redis:
 # Every module of the repository, each with its own go.mod (the root is
 # the library alone; see README "Modules"). bench/ is apart: `make bench`.
 # Each module's go test ./... covers its commands too: chaos's covers
-# chaos/cmd/redlock-lab. The large modules' tests run one module after
-# the other; the small ones' (SMALL_MODULES) side by side, after them.
+# chaos/cmd/redlock-lab.
 LARGE_MODULES = . chaos
 SMALL_MODULES = cmd/redlock extra/redlockotel extra/redlockprom extra/redlockgocron extra/redlockcron
 MODULES = $(LARGE_MODULES) $(SMALL_MODULES)
 GOTEST = -race -count=1 -p 1 -timeout 14m
 
-# -p 1: one test binary at a time within a module, so that the chaos
-# suite's latency checks and the stress test do not run beside each other
-# on 2 cores. The root package's tests run as 2 shards side by side
-# (.ci/test-shards.sh): they wait on timers and nodes for much of their
-# time, and each shard is a loaded machine to the other, which they are
-# written to pass on; about 3.5 minutes instead of 6. The small modules'
-# tests, mostly waiting on timers and nodes, run side by side
-# (.ci/test-parallel.sh): about a minute instead of two and a half.
+# make test runs .ci/test.sh, which says how and why at its top: every
+# module vetted with -race (so that vet and the tests build each
+# dependency once), the root package's tests as 2 shards side by side
+# (.ci/test-shards.sh) while the other modules are vetted and built at
+# low priority, then the chaos module's tests one binary at a time (-p 1:
+# its latency checks and the stress test must not run beside each
+# other), then the small modules side by side (.ci/test-parallel.sh).
 ROOT_PKG = github.com/seed543a70bd/redlock
 # The root package's tests that load the machine themselves run on their
 # own, after the shards (see .ci/test-shards.sh).
 SOLO_TESTS = Burst|Many|Storm|UnderLoad|Churn|SilentNode
-test: redis lint
-	@echo "== go test . (2 shards side by side, then the tests matching $(SOLO_TESTS) on their own)"
-	@GOTEST='$(GOTEST)' bash .ci/test-shards.sh 2 . '$(SOLO_TESTS)'
-	@echo "== go test the root module's other packages"
-	@$(GO) test $(GOTEST) $$($(GO) list ./... | grep -vx '$(ROOT_PKG)')
-	@set -e; for m in $(filter-out .,$(LARGE_MODULES)); do echo "== go test $$m"; (cd $$m && $(GO) test $(GOTEST) ./...); done
-	@GOTEST='$(GOTEST)' bash .ci/test-parallel.sh $(SMALL_MODULES)
+test: redis fmt-check
+	@GO='$(GO)' GOTEST='$(GOTEST)' ROOT_PKG='$(ROOT_PKG)' SOLO='$(SOLO_TESTS)' \
+		LARGE='$(filter-out .,$(LARGE_MODULES))' SMALL='$(SMALL_MODULES)' bash .ci/test.sh
 
 lint: vet fmt-check
 

@@ -64,11 +64,13 @@ type termRun struct {
 // loaded machine, whose rounds can miss the per-node timeout for
 // seconds (the takeover times are logged).
 func TestElectorOnlyLeaderRunsEachTickOnce(t *testing.T) {
+	t.Parallel() // waits on ticks for seconds: beside the package's other long waits
 	for _, tc := range []struct {
 		name   string
 		resign bool
 	}{{"close", true}, {"clients-closed-without-resigning", false}} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			const ttl = time.Second
 			nodes := redistest.Nodes(t, 3)
 			name := key(t)
@@ -478,6 +480,7 @@ func TestElectorCtxEndResigns(t *testing.T) {
 // the next leader, elected at once, does not run the tick again, since
 // it leads only the settle delay after its election.
 func TestElectorSettleKeepsSkewedTickOnce(t *testing.T) {
+	t.Parallel() // waits on ticks for seconds: beside the package's other long waits
 	nodes := redistest.Nodes(t, 3)
 	name := key(t)
 	const skew = 300 * time.Millisecond

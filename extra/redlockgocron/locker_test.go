@@ -102,6 +102,7 @@ func newReplica(t *testing.T, c *redlock.Client, ttl time.Duration, opts ...redl
 // at most 2 ticks (of about 8) may go unrun, for a machine that stalls
 // past the per-node timeout on every replica at once.
 func TestEachTickRunsOnceAcrossSchedulers(t *testing.T) {
+	t.Parallel() // waits on ticks for seconds: beside the package's other long waits
 	nodes := redistest.Nodes(t, 3)
 	k := key(t)
 	ticks := newTickLog()
@@ -168,6 +169,7 @@ func TestEachTickRunsOnceAcrossSchedulers(t *testing.T) {
 // every second: no run starts while another runs, the lock is extended
 // while the job runs, and the ticks that come during a run are skipped.
 func TestJobOutlivingTTLNotStartedTwice(t *testing.T) {
+	t.Parallel() // waits on ticks for seconds: beside the package's other long waits
 	nodes := redistest.Nodes(t, 3)
 	k := key(t)
 	var inFlight, maxInFlight, runs, skipped, lost atomic.Int64
