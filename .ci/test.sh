@@ -34,7 +34,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "== go vet -race ./... (the root module)"
+echo "== [${SECONDS}s] go vet -race ./... (the root module)"
 $GO vet -race ./... || exit 1
 
 # The other modules' vet and test builds, in the background, as a
@@ -43,7 +43,7 @@ set -m
 (
 	rc=0
 	for m in $LARGE $SMALL; do
-		echo "== go vet -race $m"
+		echo "== [${SECONDS}s] go vet -race $m (in the background)"
 		(cd "$m" && nice -n 19 $GO vet -race ./...) || rc=1
 		# -c builds each package's test binary without running it; the
 		# runs below find the compiled packages in the build cache.
@@ -63,13 +63,14 @@ set -m
 			fi
 		) || rc=1
 	done
+	echo "== [${SECONDS}s] the background vet and builds ended"
 	echo $rc >"$tmp/bg.rc"
 ) >"$tmp/bg.out" 2>&1 &
 bg=$!
 set +m
 
-echo "== go test . (2 shards side by side, then the tests matching $SOLO on their own; meanwhile the other modules are vetted and built)"
-bash .ci/test-shards.sh 2 . "$SOLO"
+echo "== [${SECONDS}s] go test . (2 shards side by side, then the tests matching $SOLO on their own; meanwhile the other modules are vetted and built)"
+bash .ci/test-shards.sh 2 . "$SOLO" .ci/root-test-times.txt
 rc=$?
 wait "$bg"
 bg=
@@ -82,12 +83,16 @@ if [[ $rc != 0 ]]; then
 	exit $rc
 fi
 
-echo "== go test the root module's other packages"
+echo "== [${SECONDS}s] go test the root module's other packages"
 # shellcheck disable=SC2046
 eval $GO test "$GOTEST" $($GO list ./... | grep -vx "$ROOT_PKG") || exit 1
 for m in $LARGE; do
-	echo "== go test $m"
+	echo "== [${SECONDS}s] go test $m"
 	(cd "$m" && eval $GO test "$GOTEST" ./...) || exit 1
 done
+echo "== [${SECONDS}s] go test, side by side: $SMALL"
 # shellcheck disable=SC2086
 bash .ci/test-parallel.sh $SMALL
+rc=$?
+echo "== [${SECONDS}s] done"
+exit $rc
