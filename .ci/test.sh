@@ -11,11 +11,14 @@
 #     shards (.ci/test-shards.sh; they wait on timers and nodes for most
 #     of their time), the other modules are vetted and their test
 #     binaries compiled at the lowest CPU priority (nice 19), so that the
-#     shards' processes come first whenever they can run;
+#     tests' processes come first whenever they can run;
 #   - then the root module's other packages, the chaos module (one test
 #     binary at a time: its latency checks and the stress test must not
 #     run beside each other), and the small modules side by side
-#     (.ci/test-parallel.sh).
+#     (.ci/test-parallel.sh). Each waits only for its own modules'
+#     preparation: at nice 19 beside the root's tests, the whole of it
+#     ended 100 s after them, cold, and the small modules' part can end
+#     beside the chaos tests.
 # Environment: GO (default go), GOTEST (the go test arguments), SOLO (the
 # root tests that run on their own, see test-shards.sh), ROOT_PKG,
 # LARGE (the modules after the root, one at a time) and SMALL (the small
@@ -28,7 +31,8 @@ tmp=$(mktemp -d)
 bg=
 cleanup() {
 	if [[ -n $bg ]]; then
-		kill -- "-$bg" 2>/dev/null # its process group: go and the compilers too
+		# the background jobs' process groups: go and the compilers too
+		kill -- -$bg 2>/dev/null
 	fi
 	rm -rf "$tmp"
 }
@@ -37,59 +41,76 @@ trap cleanup EXIT
 echo "== [${SECONDS}s] go vet -race ./... (the root module)"
 $GO vet -race ./... || exit 1
 
-# The other modules' vet and test builds, in the background, as a
-# process group of their own (set -m) that cleanup can end whole.
-set -m
-(
-	rc=0
-	for m in $LARGE $SMALL; do
+# prepare vets the modules given and compiles their test binaries, at
+# the lowest CPU priority; with -main, it also builds their commands.
+# Tests that build a module's commands with go build (the CLI's tests
+# run the binary they build) need the dependencies built without -race,
+# which vet -race does not leave in the cache: about a minute, cold,
+# inside those tests otherwise.
+prepare() {
+	local rc=0 mains=0 m
+	if [[ $1 == -main ]]; then
+		mains=1
+		shift
+	fi
+	for m in "$@"; do
 		echo "== [${SECONDS}s] go vet -race $m (in the background)"
 		(cd "$m" && nice -n 19 $GO vet -race ./...) || rc=1
 		# -c builds each package's test binary without running it; the
 		# runs below find the compiled packages in the build cache.
 		(cd "$m" && nice -n 19 $GO test -race -c -o "$tmp/bin/" ./... >/dev/null) || rc=1
+		if ((mains)); then
+			(
+				cd "$m" || exit 1
+				pkgs=$($GO list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./...) || exit 1
+				if [[ -n $pkgs ]]; then
+					# shellcheck disable=SC2086
+					nice -n 19 $GO build -o /dev/null $pkgs
+				fi
+			) || rc=1
+		fi
 	done
-	# Tests that build a module's commands with go build (the CLI's
-	# tests run the binary they build) need the dependencies built
-	# without -race, which nothing above left in the cache: about a
-	# minute, cold, inside those tests otherwise.
-	for m in $SMALL; do
-		(
-			cd "$m" || exit 1
-			mains=$($GO list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./...) || exit 1
-			if [[ -n $mains ]]; then
-				# shellcheck disable=SC2086
-				nice -n 19 $GO build -o /dev/null $mains
-			fi
-		) || rc=1
-	done
-	echo "== [${SECONDS}s] the background vet and builds ended"
-	echo $rc >"$tmp/bg.rc"
-) >"$tmp/bg.out" 2>&1 &
-bg=$!
+	echo "== [${SECONDS}s] ready: $*"
+	return $rc
+}
+
+# await waits for the background job of pid $1, whose output is in file
+# $2, prints that output, and fails when the job did.
+await() {
+	local rc=0
+	wait "$1" || rc=$?
+	cat "$2"
+	if [[ $rc != 0 ]]; then
+		echo "go vet or a build failed (above)"
+		exit 1
+	fi
+}
+
+# The other modules are prepared in the background, while the root
+# package's tests run: the large ones and the small ones as two jobs,
+# each awaited only before its modules' tests. Each job is a process
+# group of its own (set -m), which cleanup ends whole.
+set -m
+prepare $LARGE >"$tmp/large.out" 2>&1 &
+bgl=$!
+prepare -main $SMALL >"$tmp/small.out" 2>&1 &
+bgs=$!
 set +m
+bg="$bgl -$bgs"
 
 echo "== [${SECONDS}s] go test . (2 shards side by side, then the tests matching $SOLO on their own; meanwhile the other modules are vetted and built)"
-bash .ci/test-shards.sh 2 . "$SOLO" .ci/root-test-times.txt
-rc=$?
-wait "$bg"
-bg=
-cat "$tmp/bg.out"
-if [[ $(cat "$tmp/bg.rc" 2>/dev/null) != 0 ]]; then
-	echo "go vet or a test build of a module failed (above)"
-	exit 1
-fi
-if [[ $rc != 0 ]]; then
-	exit $rc
-fi
+bash .ci/test-shards.sh 2 . "$SOLO" .ci/root-test-times.txt || exit 1
 
 echo "== [${SECONDS}s] go test the root module's other packages"
 # shellcheck disable=SC2046
 eval $GO test "$GOTEST" $($GO list ./... | grep -vx "$ROOT_PKG") || exit 1
+await "$bgl" "$tmp/large.out"
 for m in $LARGE; do
 	echo "== [${SECONDS}s] go test $m"
 	(cd "$m" && eval $GO test "$GOTEST" ./...) || exit 1
 done
+await "$bgs" "$tmp/small.out"
+bg=
 echo "== [${SECONDS}s] go test, side by side: $SMALL"
 # shellcheck disable=SC2086
 bash .ci/test-parallel.sh $SMALL
