@@ -55,19 +55,23 @@ prepare() {
 		mains=1
 		shift
 	fi
+	# The job's shell lowers its own priority, once: what it runs
+	# inherits it, and await's renice of the job then holds for the
+	# rest of it (a nice(1) per command would lower it again).
+	renice -n 19 -p "$BASHPID" >/dev/null 2>&1 || true
 	for m in "$@"; do
 		echo "== [${SECONDS}s] go vet -race $m (in the background)"
-		(cd "$m" && nice -n 19 $GO vet -race ./...) || rc=1
+		(cd "$m" && $GO vet -race ./...) || rc=1
 		# -c builds each package's test binary without running it; the
 		# runs below find the compiled packages in the build cache.
-		(cd "$m" && nice -n 19 $GO test -race -c -o "$tmp/bin/" ./... >/dev/null) || rc=1
+		(cd "$m" && $GO test -race -c -o "$tmp/bin/" ./... >/dev/null) || rc=1
 		if ((mains)); then
 			(
 				cd "$m" || exit 1
 				pkgs=$($GO list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./...) || exit 1
 				if [[ -n $pkgs ]]; then
 					# shellcheck disable=SC2086
-					nice -n 19 $GO build -o /dev/null $pkgs
+					$GO build -o /dev/null $pkgs
 				fi
 			) || rc=1
 		fi
