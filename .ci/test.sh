@@ -58,7 +58,8 @@ prepare() {
 	# The job's shell lowers its own priority, once: what it runs
 	# inherits it, and await's renice of the job then holds for the
 	# rest of it (a nice(1) per command would lower it again).
-	renice -n 19 -p "$BASHPID" >/dev/null 2>&1 || true
+	# --priority sets the value itself, as util-linux documents it.
+	renice --priority 19 -p "$BASHPID" >/dev/null 2>&1 || true
 	for m in "$@"; do
 		echo "== [${SECONDS}s] go vet -race $m (in the background)"
 		(cd "$m" && $GO vet -race ./...) || rc=1
@@ -88,7 +89,7 @@ prepare() {
 # needs root, which CI runs as; elsewhere the job stays at nice 19.)
 await() {
 	local rc=0
-	renice -n 0 -g "$1" >/dev/null 2>&1 || true
+	renice --priority 0 -g "$1" >/dev/null 2>&1 || true
 	wait "$1" || rc=$?
 	cat "$2"
 	if [[ $rc != 0 ]]; then
