@@ -639,22 +639,8 @@ func TestObserveWaitsForTooFewHistories(t *testing.T) {
 		cl.AddHook(history)
 		cl.AddHook(inspect)
 	}
-	rl := newClient(t, clients)
-	ctx := context.Background()
-	el := rl.Election(key(t))
-	obs, first := startObserving(t, el, 1)
-	history.armed.Store(true)
-	inspect.armed.Store(true)
-	lead, err := el.Campaign(ctx, "a", 10*time.Second)
-	require.NoError(t, err)
-	require.NoError(t, lead.Proclaim(ctx, "b"))
-	inspect.armed.Store(false)
-	// Two whole reads after that: their leader reads find "b".
-	n := history.n.Load()
-	eventually(t, 10*time.Second, func() bool { return history.n.Load() >= n+6 }, "want two failed history reads of every node")
-	history.armed.Store(false)
-	requireSaw(t, obs, []observed{first, {lead.Term(), "a"}, {lead.Term(), "b"}}, 0)
-	require.NoError(t, lead.Resign(ctx))
+	// Two whole reads after "b": their leader reads find "b".
+	observeAThenB(t, newClient(t, clients).Election(key(t)), history, 6, inspect, nil, func() { inspect.armed.Store(false) })
 }
 
 // TestObserveWaitsForEnoughHistories: Campaign "a" lands on nodes 0
@@ -670,19 +656,35 @@ func TestObserveWaitsForEnoughHistories(t *testing.T) {
 	clients[0].AddHook(history)
 	clients[1].AddHook(history)
 	clients[2].AddHook(campaign)
-	rl := newClient(t, clients)
+	// Two reads that only node 2 answered.
+	observeAThenB(t, newClient(t, clients).Election(key(t)), history, 4, campaign, func() {
+		require.Positive(t, campaign.n.Load(), "Campaign did not fail on node 2")
+		campaign.armed.Store(false)
+	}, nil)
+}
+
+// observeAThenB starts an observer of el, arms history and other,
+// elects "a" and proclaims "b", calling campaigned and proclaimed (when
+// not nil) after each; then waits until history has failed reads more
+// reads, lets them through, and requires the observer to deliver "a",
+// then "b".
+func observeAThenB(t *testing.T, el *redlock.Election, history *failScript, reads int64, other *failScript, campaigned, proclaimed func()) {
+	t.Helper()
 	ctx := context.Background()
-	el := rl.Election(key(t))
 	obs, first := startObserving(t, el, 1)
 	history.armed.Store(true)
-	campaign.armed.Store(true)
+	other.armed.Store(true)
 	lead, err := el.Campaign(ctx, "a", 10*time.Second)
 	require.NoError(t, err)
-	require.Positive(t, campaign.n.Load(), "Campaign did not fail on node 2")
-	campaign.armed.Store(false)
+	if campaigned != nil {
+		campaigned()
+	}
 	require.NoError(t, lead.Proclaim(ctx, "b"))
+	if proclaimed != nil {
+		proclaimed()
+	}
 	n := history.n.Load()
-	eventually(t, 10*time.Second, func() bool { return history.n.Load() >= n+4 }, "want two history reads that only node 2 answered")
+	eventually(t, 10*time.Second, func() bool { return history.n.Load() >= n+reads }, "want %d more failed history reads", reads)
 	history.armed.Store(false)
 	requireSaw(t, obs, []observed{first, {lead.Term(), "a"}, {lead.Term(), "b"}}, 0)
 	require.NoError(t, lead.Resign(ctx))
