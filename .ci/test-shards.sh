@@ -73,8 +73,16 @@ for ((s = 0; s < n; s++)); do
 done
 if [[ -n $alone ]]; then
 	echo "== go test $pkg, the tests that run on their own: $alone"
+	# PAUSE_GROUPS: process groups ("-PGID ...") stopped meanwhile, so
+	# that these tests do run on their own (test.sh's background builds).
+	if [[ -n ${PAUSE_GROUPS:-} ]]; then
+		kill -STOP -- $PAUSE_GROUPS 2>/dev/null
+	fi
 	if ! eval go test "$GOTEST" -run "'^($alone)\$'" "$pkg"; then
 		rc=1
+	fi
+	if [[ -n ${PAUSE_GROUPS:-} ]]; then
+		kill -CONT -- $PAUSE_GROUPS 2>/dev/null
 	fi
 fi
 exit $rc
