@@ -2,8 +2,10 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -260,4 +262,69 @@ func (h History) AcquiredAfter(t time.Duration) int {
 		}
 	}
 	return n
+}
+
+// activity describes [from, to) for a failure message that says nothing
+// was granted there: how the attempts that ended in it failed, and which
+// holds overlapped it. It tells a window that every key was held through
+// (a workload that left nothing to grant) from one where the nodes
+// refused or did not answer.
+func (h History) activity(from, to time.Duration) string {
+	reasons := map[string]int{}
+	for _, a := range h.Attempts {
+		if end := a.Start + a.Latency; end >= from && end < to {
+			r := a.Reason
+			if a.OK {
+				r = "granted"
+			}
+			reasons[r]++
+		}
+	}
+	names := make([]string, 0, len(reasons))
+	for r := range reasons {
+		names = append(names, r)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if reasons[names[i]] != reasons[names[j]] {
+			return reasons[names[i]] > reasons[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	var b strings.Builder
+	b.WriteString("attempts ended in it: ")
+	if len(names) == 0 {
+		b.WriteString("none")
+	}
+	for i, r := range names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%d %s", reasons[r], r)
+	}
+	const most = 8
+	b.WriteString("; held in it: ")
+	n := 0
+	for _, s := range h.Sections {
+		if s.Acquired >= to || s.End() <= from {
+			continue
+		}
+		if n++; n > most {
+			continue
+		}
+		if n > 1 {
+			b.WriteString(", ")
+		}
+		mode := s.Mode
+		if mode == "" {
+			mode = ModeWrite
+		}
+		fmt.Fprintf(&b, "%s %q by client %d (%s to %s)", mode, s.Key, s.Client, ms(s.Acquired), ms(s.End()))
+	}
+	switch {
+	case n == 0:
+		b.WriteString("nothing")
+	case n > most:
+		fmt.Fprintf(&b, " and %d more", n-most)
+	}
+	return b.String()
 }

@@ -86,7 +86,7 @@ func netFault(cut bool) func(ctx context.Context, e *env) error {
 		}
 		e.checkLatency("with the fault", f, b, ttl, fault.to-fault.from)
 		if h.AcquiredDuring(fault.from, fault.to) == 0 {
-			e.failf("no progress: no contended lock granted during the fault")
+			e.failf("no progress: no contended lock granted during the fault (%s to %s); %s", ms(fault.from), ms(fault.to), h.activity(fault.from, fault.to))
 		}
 		return err
 	}

@@ -119,7 +119,7 @@ func killMinority(ctx context.Context, e *env) error {
 	h := e.rec.History()
 	for i, w := range wins {
 		if h.AcquiredDuring(w.from, w.to) == 0 {
-			e.failf("no progress: no lock granted while a minority was down (fault %d, %s to %s)", i+1, ms(w.from), ms(w.to))
+			e.failf("no progress: no lock granted while a minority was down (fault %d, %s to %s); %s", i+1, ms(w.from), ms(w.to), h.activity(w.from, w.to))
 		}
 	}
 	if !recovered {
