@@ -741,24 +741,40 @@ func (s *stressRun) checkFamilies() {
 }
 
 // purgeOutside deletes every key the families wrote by hand, under
-// xprefix, from every node, once the nodes are healed.
+// xprefix, from every node, once the nodes are healed. A node restarted
+// by the last fault may still be refused by its client's pool for up to
+// dialBreakerGrace (see there): each node is polled until then.
 func (s *stressRun) purgeOutside() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	deadline := time.Now().Add(dialBreakerGrace)
 	for i, c := range s.inspect {
-		it := c.Scan(ctx, 0, s.xprefix+"*", 1000).Iterator()
-		var keys []string
-		for it.Next(ctx) {
-			keys = append(keys, it.Val())
+		err := purgeNode(ctx, c, s.xprefix+"*")
+		for err != nil && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond) // polling a pool's redial: there is no event to await
+			err = purgeNode(ctx, c, s.xprefix+"*")
 		}
-		if err := it.Err(); err != nil {
-			s.failf("scanning node %d for the families' keys: %v", i, err)
-			continue
-		}
-		if len(keys) > 0 {
-			if err := c.Del(ctx, keys...).Err(); err != nil {
-				s.failf("deleting the families' keys on node %d: %v", i, err)
-			}
+		if err != nil {
+			s.failf("purging the families' keys on node %d: %v", i, err)
 		}
 	}
+}
+
+// purgeNode deletes the keys that match pattern on c's node.
+func purgeNode(ctx context.Context, c redis.UniversalClient, pattern string) error {
+	it := c.Scan(ctx, 0, pattern, 1000).Iterator()
+	var keys []string
+	for it.Next(ctx) {
+		keys = append(keys, it.Val())
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("scanning: %w", err)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	if err := c.Del(ctx, keys...).Err(); err != nil {
+		return fmt.Errorf("deleting %d keys: %w", len(keys), err)
+	}
+	return nil
 }
