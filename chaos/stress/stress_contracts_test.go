@@ -743,17 +743,16 @@ func (s *stressRun) checkFamilies() {
 // purgeOutside deletes every key the families wrote by hand, under
 // xprefix, from every node, once the nodes are healed. A node restarted
 // by the last fault may still be refused by its client's pool for up to
-// dialBreakerGrace (see there): each node is polled until then.
+// dialBreakerGrace (see there): each node is polled for that long.
 func (s *stressRun) purgeOutside() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	deadline := time.Now().Add(dialBreakerGrace)
 	for i, c := range s.inspect {
-		err := purgeNode(ctx, c, s.xprefix+"*")
-		for err != nil && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond) // polling a pool's redial: there is no event to await
+		var err error
+		pollFor(dialBreakerGrace, 50*time.Millisecond, func() bool {
 			err = purgeNode(ctx, c, s.xprefix+"*")
-		}
+			return err == nil
+		})
 		if err != nil {
 			s.failf("purging the families' keys on node %d: %v", i, err)
 		}

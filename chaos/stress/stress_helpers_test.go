@@ -666,14 +666,10 @@ func (s *stressRun) checkLeftovers() int {
 	var err error
 	// A scan may fail while a node's go-redis pool still fails its dials
 	// fast after a restart (see dialBreakerGrace): polled like the keys.
-	deadline := time.Now().Add(max(stressSettle, dialBreakerGrace))
-	for {
+	pollFor(max(stressSettle, dialBreakerGrace), 50*time.Millisecond, func() bool {
 		left, err = s.scanLockKeys()
-		if (err == nil && len(left) == 0) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond) // polling Redis: there is no event to await
-	}
+		return err == nil && len(left) == 0
+	})
 	if err != nil {
 		s.failf("scanning the nodes for lock keys: %v", err)
 	}
@@ -791,20 +787,31 @@ func (s *stressRun) checkGoroutines() {
 		_ = c.Close()
 	}
 	var err error
-	for deadline := time.Now().Add(goroutineGrace); ; {
+	pollFor(goroutineGrace, 100*time.Millisecond, func() bool {
 		err = goleak.Find(s.baseline,
 			goleak.IgnoreAnyFunction("github.com/seed543a70bd/redlock/internal/redisnode.(*Node).startLocked.func1"),
 			goleak.IgnoreAnyFunction("os/exec.(*Cmd).Start.func2"),
 			goleak.IgnoreTopFunction("github.com/Shopify/toxiproxy/v2.(*Proxy).freeBlocker"),
 		)
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond) // polling: goroutines ending is not an event we can await
-	}
+		return err == nil
+	})
 	if err != nil {
 		s.failf("want goroutines back to the baseline after quiescence, got %v", err)
 	}
+}
+
+// pollFor calls done every interval until it reports true or d has
+// passed, and reports whether it did. For what has no event to await:
+// a node's keys expiring, a go-redis pool's redial, goroutines ending.
+func pollFor(d, interval time.Duration, done func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !done() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(interval)
+	}
+	return true
 }
 
 // goroutineGrace bounds how long checkGoroutines waits for goroutines
