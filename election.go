@@ -565,7 +565,7 @@ type observeState struct {
 
 func (e *Election) observe(ctx context.Context, out chan<- Leader) {
 	defer close(out)
-	w := e.c.hub.join(e.c, []string{ElectionKey(e.name)}, false, true)
+	w := e.c.hub.join(e.c, []string{ElectionKey(e.name)}, false, true, false)
 	defer e.c.hub.leave(w)
 	var st observeState
 	t := time.NewTimer(0)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
 // Pub/sub hand-off.
@@ -60,6 +62,7 @@ type hub struct {
 	// may have freed its key meanwhile (see Client.lock).
 	local atomic.Uint64
 	sess  *session // nil when no waiter
+	id    string   // the Client's id in the nodes' wait queues (queue.go)
 }
 
 // waiter is one waiting Lock call.
@@ -74,6 +77,14 @@ type waiter struct {
 	// election's own announcements (electedMsg) wake; they do not wake
 	// the candidates, whom only a release concerns.
 	watch bool
+	// queued: a Lock call in its key's wait queue (queue.go), which a
+	// release naming another waiter does not wake, nor its own Client's
+	// release unless head says that it is next. Off while the key's
+	// queue node fails: the waiter is woken as one without a queue.
+	queued atomic.Bool
+	head   atomic.Bool  // its last check-in found it next
+	ticket atomic.Int64 // its line's ticket: a release naming another is old news
+	named  atomic.Bool  // woken by a release that named it: attempt at once
 }
 
 // session is the set of subscriptions, one per node, of one busy period.
@@ -88,8 +99,9 @@ type session struct {
 // join registers a waiter for keys, starting the subscriptions if none
 // run. The waiter is woken when the subscriptions are (or already were)
 // confirmed, and on every release of one of its keys.
-func (h *hub) join(c *Client, keys []string, reader, watch bool) *waiter {
+func (h *hub) join(c *Client, keys []string, reader, watch, queued bool) *waiter {
 	w := &waiter{keys: keys, wake: make(chan struct{}, 1), reader: reader, watch: watch}
+	w.queued.Store(queued)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.waiters == nil {
@@ -219,18 +231,34 @@ const readersLeft = "r"
 // wakeKey wakes the waiters for k that a message msg concerns: when the
 // last reader of k left (readersLeft), not the readers among them; for
 // an election's announcement (electedMsg), only its observers.
+//
+// A release that names the queue's next waiter (wire.QueueMessage, its
+// id and ticket) wakes that waiter alone among the queued ones, and no
+// reader. A queued waiter is woken by nothing else but its own Client's
+// release (localWake) when its last check-in found it next: the release
+// on the key's queue node names it then. A waiter whose line has since
+// taken another ticket ignores a message naming the old one.
 func (h *hub) wakeKey(k string, msg string) {
+	id, ticket, isNamed := wire.ParseNamed(msg)
 	h.mu.Lock()
 	for w := range h.waiters[k] {
 		switch {
 		case msg == readersLeft && w.reader:
 		case msg == electedMsg && !w.watch:
+		case isNamed && (w.reader || (w.queued.Load() && (id != h.id || ticket != w.ticket.Load()))):
+		case w.queued.Load() && !isNamed && (msg != localWake || !w.head.Load()):
+		case w.queued.Load():
+			w.named.Store(true)
+			w.notify()
 		default:
 			w.notify()
 		}
 	}
 	h.mu.Unlock()
 }
+
+// localWake is wakeKey's message for a release of this Client's own.
+const localWake = "\x00local"
 
 // wakeLocal wakes this Client's waiters for keys, which its own Unlock
 // has just handed to every node's pipe: their next attempt is queued
@@ -244,7 +272,7 @@ func (h *hub) wakeLocal(keys []string) {
 		return
 	}
 	for _, k := range keys {
-		h.wakeKey(k, "")
+		h.wakeKey(k, localWake)
 	}
 }
 

@@ -69,7 +69,7 @@ func (req *request) prepare(n int) {
 		}
 	}
 	var ann wire.Announce
-	if w.Notify {
+	if w.Notify || w.Op == wire.OpQueue {
 		ann = wire.Announce{Channel: req.prefix + releasePrefix, PrefixLen: len(req.prefix)}
 	}
 	w.Prepare(n, keys, ann)
@@ -161,6 +161,10 @@ func (c *Client) run(ctx context.Context, op opKind, l *Lock, ttl time.Duration)
 	if op == opAcquire {
 		req.unlocked = &l.unlocked
 		req.w.Intent = l.intent
+	}
+	if op == opRelease && l.fam == nil && len(l.keys) == 1 && c.releaseQ != nil && c.queueable(l.keys[0], l.cfg.prefix) {
+		// The release names the key's next waiter (queue.go).
+		req.w.Queue = c.releaseQ
 	}
 	return c.runReq(ctx, req, l.cfg)
 }

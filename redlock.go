@@ -57,7 +57,11 @@ type Client struct {
 	first  atomic.Bool           // the first round has started (see runReq)
 
 	hub   hub   // release subscriptions of waiting Lock calls (pubsub.go)
-	sched sched // auto-extension of held locks (scheduler.go)
+	lines lines // the Lock calls waiting on each key (queue.go)
+	// releaseQ: what an announced release of a key lock sends of the
+	// key's wait queue (queue.go).
+	releaseQ *wire.Queue
+	sched    sched // auto-extension of held locks (scheduler.go)
 
 	closed    chan struct{} // closed by Close; nil for a zero Client
 	closeOnce sync.Once     // closes closed
@@ -122,6 +126,9 @@ func newClient(clients []redis.UniversalClient, need int, opts []Option, owned b
 		}
 	}
 	c.nodes, c.need, c.cfg = nodes, need, cfg
+	c.hub.id = newWaiterID()
+	c.lines.h = &c.hub
+	c.releaseQ = &wire.Queue{Named: namedFor(&cfg)}
 	h.RetryTimeout = max(cfg.nodeTimeout, releaseTimeout)
 	if owned {
 		c.owned = clients

@@ -19,62 +19,138 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 	if cfg.token != "" {
 		return nil, invalidf("WithToken applies to TryLock only: retries under one token could release each other's keys")
 	}
+	if err := c.check(ctx, ttl, cfg); err != nil {
+		return nil, err
+	}
 	var intent time.Duration
 	if fam == nil {
 		intent = writerMark(cfg.retryDelay, cfg.timeoutFor(ttl))
 	}
+	// One call per key of this Client at a time sends attempts: the
+	// others wait in its line (queue.go).
+	lkey := lineKey(keys, fam)
+	ln, err := c.lines.enter(ctx, lkey)
+	if err != nil {
+		return nil, c.unsentError(opAcquire, keysShown(keys, fam), ErrNotObtained, err)
+	}
+	defer c.lines.leave(lkey, ln)
+	queued := c.queued(keys, cfg, fam)
+	w := ln.w // pub/sub hand-off, joined once the key is found held
+	if w != nil && w.queued.Load() != queued {
+		// Joined by a call with other options: this one's wake-ups differ.
+		c.hub.leave(w)
+		w, ln.w = nil, nil
+	}
+	// A call that takes the front of a line in the key's queue checks in
+	// before it attempts: the key is likely held, by its predecessor.
+	checkIn := queued && w != nil
 	var timer *time.Timer
-	var w *waiter // pub/sub hand-off, joined once the key is found held
 	defer func() {
 		if timer != nil {
 			timer.Stop()
-		}
-		if w != nil {
-			c.hub.leave(w)
 		}
 	}()
 	// last is the error of the last attempt that completed: when ctx
 	// ends the wait, it says why the lock was not had (held, nodes
 	// down), which ctx's error alone does not.
 	var last error
-	for try := 1; ; try++ {
-		token, err := cfg.newToken()
-		if err != nil {
-			return nil, err
-		}
+	// local is the count of this Client's releases at the last attempt
+	// (see hub.local).
+	var local uint64
+	attemptNext := false // after the wait, attempt even though queued
+	for try := 0; ; {
 		var wake <-chan struct{}
 		if w != nil {
-			w.drain() // this attempt sees the releases announced so far
 			wake = w.wake
 		}
-		local := c.hub.local.Load()
-		l, err := c.tryLock(ctx, keys, ttl, token, cfg, fam, markFor(ctx, intent))
-		if err == nil || !retryable(err) {
-			if err != nil && last != nil && ctx.Err() != nil && !errors.Is(err, ErrInvalid) {
-				// Cut short by ctx, with nodes still pending: the
-				// completed attempt before it says more.
-				return nil, waitEnded(last, ctx.Err())
+		if !checkIn {
+			try++
+			if w != nil {
+				w.drain() // this attempt sees the releases announced so far
+				w.named.Store(false)
 			}
-			return l, err
-		}
-		last = err
-		if cfg.maxTries > 0 && try >= cfg.maxTries {
-			return nil, err
-		}
-		if w == nil && !cfg.noHandoff && errors.Is(err, ErrContended) {
-			on := keys // the keys whose releases wake us
-			if fam != nil {
-				on = fam.wake
+			token, err := cfg.newToken()
+			if err != nil {
+				return nil, err
 			}
-			w = c.hub.join(c, on, fam != nil && fam.kind == kindRead, false)
-			wake = w.wake
-			if c.hub.local.Load() != local {
-				// One of this Client's Unlocks ran before the join and
-				// may have freed the key: its wake found no waiter.
-				w.notify()
+			local = c.hub.local.Load()
+			l, err := c.tryLock(ctx, keys, ttl, token, cfg, fam, markFor(ctx, intent))
+			if err == nil || !retryable(err) {
+				if err == nil && queued {
+					ln.setTicket(0) // out of the queue: the next call queues anew
+				}
+				if err != nil && last != nil && ctx.Err() != nil && !errors.Is(err, ErrInvalid) {
+					// Cut short by ctx, with nodes still pending: the
+					// completed attempt before it says more.
+					return nil, waitEnded(last, ctx.Err())
+				}
+				return l, err
 			}
+			last = err
+			if cfg.maxTries > 0 && try >= cfg.maxTries {
+				return nil, err
+			}
+			contended := errors.Is(err, ErrContended)
+			if w == nil && !cfg.noHandoff && contended {
+				on := keys // the keys whose releases wake us
+				if fam != nil {
+					on = fam.wake
+				}
+				w = c.hub.join(c, on, fam != nil && fam.kind == kindRead, false, queued)
+				ln.w = w
+				w.ticket.Store(ln.ticket)
+				wake = w.wake
+				if !queued && c.hub.local.Load() != local {
+					// One of this Client's Unlocks ran before the join and
+					// may have freed the key: its wake found no waiter.
+					w.notify()
+				}
+			}
+			checkIn = queued && contended
 		}
 		d := jitter(cfg.retryDelay)
+		if checkIn {
+			checkIn = false
+			try++ // a check-in spends the retry budget as an attempt does
+			switch r := c.checkIn(ctx, ln, keys[0], ttl, cfg); r.St {
+			case wire.StatusOK:
+				continue // free, and we are next
+			case wire.StatusTaken:
+				w.queued.Store(true)
+				w.head.Store(r.Rank == 0)
+				// Named by the release before ours; until then, check
+				// in now and then (queuePoll). The head attempts after
+				// its retry delay instead: its attempts keep up a
+				// waiting writer's mark on a key that readers hold
+				// (Client.Lock), and find a lock that expired unreleased.
+				d = jitter(queuePoll(cfg))
+				if r.Rank == 0 {
+					d, attemptNext = jitter(cfg.retryDelay), true
+				}
+			default:
+				// The queue node failed: wait and retry as without a
+				// queue, woken by any release.
+				w.queued.Store(false)
+				w.head.Store(false)
+				d = -1
+				if c.hub.local.Load() != local {
+					// One of this Client's Unlocks may have freed the key
+					// since the attempt, unseen: see the join above.
+					d = 0
+				}
+			}
+			if cfg.maxTries > 0 && try >= cfg.maxTries && last != nil {
+				return nil, last
+			}
+		}
+		if d < 0 {
+			d = jitter(cfg.retryDelay)
+		} else if d == 0 {
+			continue
+		} else if queued && w != nil && w.queued.Load() && !attemptNext {
+			checkIn = true // the timer's end checks in rather than attempts
+		}
+		attemptNext = false
 		if timer == nil {
 			timer = time.NewTimer(d)
 		} else {
@@ -83,10 +159,27 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 		select {
 		case <-timer.C:
 		case <-wake: // a release, or the subscription is ready
+			if queued && w != nil && w.queued.Load() {
+				// Named: attempt at once. Else (the subscription is
+				// ready: a release may have gone unseen) check in.
+				checkIn = !w.named.Swap(false)
+			}
 		case <-ctx.Done():
+			if last == nil {
+				return nil, c.unsentError(opAcquire, keysShown(keys, fam), ErrNotObtained, ctx.Err())
+			}
 			return nil, waitEnded(last, ctx.Err())
 		}
 	}
+}
+
+// keysShown returns the keys that errors name for a lock on keys of
+// family fam (nil: a key lock).
+func keysShown(keys []string, fam *family) []string {
+	if fam != nil {
+		return fam.shown
+	}
+	return keys
 }
 
 // waitEnded is the error of a wait that ctx ended (ctxErr) after an

@@ -395,6 +395,7 @@ var documentedACL = []string{
 	"resetkeys", "~lock:*", "resetchannels", "&redlock:release:*",
 	"-@all", "+evalsha", "+eval", "+get", "+set", "+pexpire", "+del", "+publish",
 	"+info", "+psubscribe", "+punsubscribe", "+ping",
+	"+zadd", "+zpopmin", "+zrank", "+zrange", "+zrem", "+exists",
 }
 
 var tokenRE = regexp.MustCompile(`^[0-9a-f]{32}$`)

@@ -37,6 +37,10 @@ type Reply struct {
 	// known).
 	Holder    string
 	HolderTTL time.Duration
+	// Rank: OpQueue's, the waiter's place in the key's wait queue (0:
+	// next); StatusOK when the key is free and the waiter next,
+	// StatusTaken otherwise.
+	Rank int64
 }
 
 // ErrInvalid is matched by every error about bad input; the root
@@ -48,6 +52,9 @@ var ErrInvalid = errors.New("redlock: invalid argument")
 // for an acquire), -1 taken, -2 a semaphore's limit mismatch. A reply of
 // another shape fails the node.
 func Classify(r *Request, res any) Reply {
+	if r.Op == OpQueue {
+		return classifyQueue(res)
+	}
 	if r.Op == OpAcquire && r.Kind != KindPermit {
 		if h, ttl, ok := parseRefusal(res, r.Fenced); ok {
 			return Reply{St: StatusTaken, Holder: h, HolderTTL: ttl}
@@ -75,6 +82,24 @@ func Classify(r *Request, res any) Reply {
 		return Reply{St: StatusFailed, Err: LimitMismatch(r.Sem.Name, r.Sem.Limit)}
 	}
 	return Reply{St: st, Fence: f}
+}
+
+// classifyQueue reads key/queue.lua's reply {rank, held}.
+func classifyQueue(res any) Reply {
+	arr, ok := res.([]any)
+	if !ok || len(arr) != 2 {
+		return Reply{St: StatusFailed, Err: ErrUnexpectedReply(res)}
+	}
+	rank, ok1 := arr[0].(int64)
+	held, ok2 := arr[1].(int64)
+	if !ok1 || !ok2 {
+		return Reply{St: StatusFailed, Err: ErrUnexpectedReply(res)}
+	}
+	st := StatusTaken
+	if rank == 0 && held == 0 {
+		st = StatusOK
+	}
+	return Reply{St: st, Rank: rank}
 }
 
 // ParseReply checks a script's reply: an integer 1, 0, -1 or -2 (a

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -12,6 +14,7 @@ const (
 	OpExtend
 	OpRelease
 	OpFence // the second round of a fenced acquire: raise the counters
+	OpQueue // a waiting Lock's check-in at its key's wait queue (one node)
 )
 
 // String returns the name the API reports for op: "lock", "extend",
@@ -24,6 +27,8 @@ func (o Op) String() string {
 		return "extend"
 	case OpFence:
 		return "fence"
+	case OpQueue:
+		return "queue"
 	}
 	return "unlock"
 }
@@ -56,6 +61,46 @@ type Semaphore struct {
 	Limit int
 }
 
+// Queue is a request's part in a key's wait queue (key/queue.lua).
+type Queue struct {
+	ID     string        // the waiter: one per Client and key
+	Ticket int64         // its place: when it began to wait, in µs on its clock
+	Life   time.Duration // how long the queue outlives its last write
+	// Named is how long a waiter named by a release stays the one
+	// expected: until then, a check-in that finds the key free does
+	// not name the next.
+	Named time.Duration
+}
+
+// QueueKeys returns the wait queue's keys of a lock's key (on the
+// wire): the queue, and the mark of the waiter named last.
+func QueueKeys(key string) (queue, named string) {
+	return key + ":queue", key + ":queue:named"
+}
+
+// QueueMessage begins the release announcement that names the queue's
+// next waiter: QueueMessage, its id, ":" and its ticket. Other messages
+// name nobody.
+const QueueMessage = "q:"
+
+// ParseNamed reads a release announcement: the waiter id and ticket it
+// names, ok false when it names nobody.
+func ParseNamed(msg string) (id string, ticket int64, ok bool) {
+	rest, ok := strings.CutPrefix(msg, QueueMessage)
+	if !ok {
+		return "", 0, false
+	}
+	id, t, ok := strings.Cut(rest, ":")
+	if !ok {
+		return "", 0, false
+	}
+	f, err := strconv.ParseFloat(t, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return id, int64(f), true
+}
+
 // Announce is the release channel of a release announced to waiters
 // (Request.Notify). With a key prefix, PrefixLen is its length: the
 // script drops the key's prefix after the channel's.
@@ -83,6 +128,10 @@ type Request struct {
 	// Notify: a release announced to waiters on its release channel
 	// (see Announce).
 	Notify bool
+	// Queue: on OpQueue, the waiter's place in the key's wait queue; on
+	// an announced release of one key lock, that the release names the
+	// queue's head (key/release_one.lua). nil: no queue.
+	Queue *Queue
 
 	// Set by Prepare. Setnx: an acquire of one key, unfenced, sent as SET
 	// NX PX; the acquire script runs only on refusal (see ScriptArgs).
@@ -158,10 +207,21 @@ func (r *Request) Prepare(n int, keys []string, ann Announce) {
 	case r.Op == OpFence:
 		r.Script = ScriptFence
 		ex[0], ne = r.Fence, 1
+	case r.Op == OpQueue:
+		r.prepareQueue(n, keys[0], ann)
+		return
 	default:
 		r.Script = ScriptRelease
 		if len(keys) == 1 {
 			r.Script = ScriptReleaseOne
+			if r.Queue != nil && r.Notify {
+				// KEYS[2], KEYS[3], and the arguments in full: see
+				// key/release_one.lua.
+				q, named := QueueKeys(keys[0])
+				keys = []string{keys[0], q, named}
+				ex[0], ex[1], ex[2], ne = ann.Channel, ann.PrefixLen, PXMillis(r.Queue.Named), 3
+				break
+			}
 		}
 		ne = r.announce(&ex, ne, ann)
 	}
@@ -184,6 +244,19 @@ func (r *Request) Prepare(n int, keys []string, ann Announce) {
 		all = append(all, all[:w]...)
 	}
 	r.Argv, r.Width = all, w
+}
+
+// prepareQueue is Prepare for OpQueue (key/queue.lua): no token.
+func (r *Request) prepareQueue(n int, key string, ann Announce) {
+	r.Script = ScriptQueue
+	q, named := QueueKeys(key)
+	tmpl := []any{"evalsha", r.Script.SHA, 3, key, q, named,
+		r.Queue.ID, r.Queue.Ticket, PXMillis(r.Queue.Life), PXMillis(r.Queue.Named), ann.Channel, ann.PrefixLen}
+	all := make([]any, 0, (n+1)*len(tmpl))
+	for range n + 1 {
+		all = append(all, tmpl...)
+	}
+	r.Argv, r.Width = all, len(tmpl)
 }
 
 // announce appends to ex[:ne] the release channel arguments of a release

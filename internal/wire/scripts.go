@@ -41,6 +41,8 @@ var (
 	// rather than own() and typed(): every unlock runs it, and the
 	// helpers cost the node about 1 µs a call, of 6–7.
 	ScriptReleaseOne = newLua(src("key/release_one.lua"))
+	// ScriptQueue is a waiting Lock's check-in at its key's wait queue.
+	ScriptQueue = newLua(src("key/queue.lua"))
 	// ScriptInspect reads who holds a lock on a node (Inspect).
 	ScriptInspect = newLua(ownSrc + src("key/inspect.lua"))
 	// ScriptProclaim rewrites a key lock holder's metadata (Proclaim).

@@ -37,7 +37,23 @@ func main() {
 	scen := flag.String("scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run")
 	iters := flag.Int("iters", 2000, "timed cycles per latency case, after warm-up")
 	strict := flag.Bool("strict", false, "exit 1 when a target is missed")
+	cduration := flag.Duration("cduration", 5*time.Second, "contention: measured window per case (after a 300ms warm-up)")
+	waiters := flag.String("waiters", "1,64,256", "contention: comma-separated waiter counts among 1,64,256")
+	cimpls := flag.String("cimpls", strings.Join(allContentionImpls, ","), "contention: comma-separated implementations among "+strings.Join(allContentionImpls, ","))
 	flag.Parse()
+
+	cont := contentionOpts{duration: *cduration}
+	var err error
+	if cont.waiters, err = parseWaiters(*waiters); err == nil {
+		cont.impls, err = parseContentionImpls(*cimpls)
+	}
+	if err == nil && *cduration <= 0 {
+		err = fmt.Errorf("-cduration must be positive")
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 
 	var selected []string
 	for _, s := range strings.Split(*scen, ",") {
@@ -50,7 +66,7 @@ func main() {
 		}
 		selected = append(selected, s)
 	}
-	res, err := run(selected, *iters, *duration)
+	res, err := run(selected, *iters, *duration, cont)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "redlock-bench:", err)
 		os.Exit(1)
@@ -74,7 +90,7 @@ func main() {
 
 // run starts the nodes (and the slow proxy), runs the scenarios and
 // always closes what it started.
-func run(selected []string, iters int, duration time.Duration) (*results, error) {
+func run(selected []string, iters int, duration time.Duration, cont contentionOpts) (*results, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	redis.SetLogger(quiet{}) // the slow-node cases make go-redis log pool timeouts
@@ -89,7 +105,7 @@ func run(selected []string, iters int, duration time.Duration) (*results, error)
 			_ = s.Close()
 		}
 	}()
-	e := &env{ctx: ctx, iters: iters, duration: duration}
+	e := &env{ctx: ctx, iters: iters, duration: duration, cont: cont}
 	for _, s := range servers {
 		e.addrs = append(e.addrs, s.Addr())
 		e.pids = append(e.pids, s.PID())
@@ -112,6 +128,7 @@ func run(selected []string, iters int, duration time.Duration) (*results, error)
 		scFencing:     e.fencing,
 		scMultiLock:   e.multiLocks,
 		scFamily:      e.family,
+		scContention:  e.contention,
 	}
 	for _, s := range allScenarios { // always in this order
 		if slices.Contains(selected, s) && ctx.Err() == nil {
@@ -126,6 +143,9 @@ func run(selected []string, iters int, duration time.Duration) (*results, error)
 		Machine: thisMachine(), Rows: e.rows, Targets: targets(e.rows),
 		Settings: settings{Nodes: 5, TTL: ttl.String(), Iters: iters, Duration: duration.String(),
 			Workers: workers, SlowDelay: slowDelay.String()},
+	}
+	if slices.Contains(selected, scContention) {
+		res.Settings.Contention = cont.settings()
 	}
 	// A goal on the median of 5 runs is judged over runs (README), not
 	// by one of them.

@@ -33,6 +33,8 @@ type settings struct {
 	Duration  string `json:"throughput_duration"`
 	Workers   int    `json:"throughput_workers"`
 	SlowDelay string `json:"slow_delay"`
+	// Contention is set when the contention scenario ran.
+	Contention *contentionSettings `json:"contention,omitempty"`
 }
 
 type machine struct {
@@ -170,12 +172,15 @@ func targets(rows []row) []target {
 				fewest(field(scUncontended, implRedislock, allocs), field(scUncontended, implRueidis, allocs))),
 			Limit: 1, AtMost: true, Unit: "×", strict: true},
 	}
+	// The contention scenario's goals come judged (contention.go).
+	out = append(out, contentionTargets(rows)...)
 	for i := range out {
 		t := &out[i]
-		if t.Over == "" {
+		if t.Over == "" && t.Result != "info" {
 			t.Over = overEvery
 		}
 		switch {
+		case t.Result != "": // judged where it was made (contention.go)
 		case t.Measured == 0:
 			t.Result = "n/a"
 		case t.strict && t.AtMost && t.Measured < t.Limit:
@@ -242,15 +247,22 @@ func targets(rows []row) []target {
 
 func markdown(w io.Writer, res *results) {
 	fmt.Fprintf(w, "Machine: %s.  \nCommand: `%s` (%s).\n\n", res.Machine, res.Command, res.Elapsed)
-	fmt.Fprintln(w, "| scenario | implementation | p50 | p90 | p99 | cycles/s | allocs/op | B/op | client CPU µs/op | nodes' CPU µs/op | n | errors |")
-	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 	num := func(v float64) string {
 		if v == 0 {
 			return "–"
 		}
 		return fmt.Sprintf("%.0f", v)
 	}
+	header := false
 	for _, r := range res.Rows {
+		if r.Contention != nil {
+			continue // in their own table, below
+		}
+		if !header {
+			fmt.Fprintln(w, "| scenario | implementation | p50 | p90 | p99 | cycles/s | allocs/op | B/op | client CPU µs/op | nodes' CPU µs/op | n | errors |")
+			fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+			header = true
+		}
 		if r.NA {
 			fmt.Fprintf(w, "| %s | %s | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | – | – |\n", r.Scenario, r.Impl)
 			continue
@@ -258,7 +270,10 @@ func markdown(w io.Writer, res *results) {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d |\n", r.Scenario, r.Impl,
 			fmtDur(r.P50us), fmtDur(r.P90us), fmtDur(r.P99us), num(r.OpsPerSec), num(r.AllocsPerOp), num(r.BytesPerOp), num(r.CPUus), num(r.NodeCPUus), r.N, r.Errors)
 	}
-	fmt.Fprintln(w)
+	if header {
+		fmt.Fprintln(w)
+	}
+	contentionMarkdown(w, res.Rows)
 	notes := false
 	for _, r := range res.Rows {
 		if r.Note != "" {
@@ -273,12 +288,14 @@ func markdown(w io.Writer, res *results) {
 	fmt.Fprintln(w, "|---|---|--:|--:|---|---|")
 	for _, t := range res.Targets {
 		measured, goal := "n/a", ""
-		if t.Measured != 0 {
+		if t.Measured != 0 || t.Result == "pass" || t.Result == "FAIL" {
 			measured = fmt.Sprintf("%.2f %s", t.Measured, t.Unit)
 		}
 		if t.Limit != 0 {
 			op := "≥"
 			switch {
+			case t.strict && !t.AtMost:
+				op = ">"
 			case t.strict:
 				op = "<"
 			case t.AtMost:

@@ -54,9 +54,10 @@ const (
 	scFencing     = "fencing"
 	scMultiLock   = "multilock"
 	scFamily      = "family"
+	scContention  = "contention"
 )
 
-var allScenarios = []string{scUncontended, scSlow, scHandoff, scThroughput, scFencing, scMultiLock, scFamily}
+var allScenarios = []string{scUncontended, scSlow, scHandoff, scThroughput, scFencing, scMultiLock, scFamily, scContention}
 
 // scenarioTitle is how a scenario is labelled in the table.
 var scenarioTitle = map[string]string{
@@ -67,6 +68,7 @@ var scenarioTitle = map[string]string{
 	scFencing:     "fencing",
 	scMultiLock:   "MultiLock vs quorum",
 	scFamily:      "lock family, uncontended lock+unlock",
+	scContention:  "contention, one key, 2 ms holds",
 }
 
 const (
@@ -83,6 +85,7 @@ type env struct {
 	slow     []string // the same, with the last node behind the slow proxy
 	iters    int
 	duration time.Duration
+	cont     contentionOpts // the contention scenario's flags
 	rows     []row
 }
 
@@ -178,6 +181,11 @@ func (e *env) latency(scenario string, ms []maker, addrs []string, o latencyOpts
 
 func (e *env) add(r row) {
 	e.rows = append(e.rows, r)
+	if c := r.Contention; c != nil {
+		fmt.Fprintf(os.Stderr, "%-26s %-42s waiters %-3d acq/s %-5.0f cmds/acq %-6.1f p50 %-9s p99 %-9s least/median/most %d/%d/%d err %d %s\n",
+			r.Scenario, r.Impl, c.Waiters, r.OpsPerSec, c.CmdsPerAcq, fmtDur(r.P50us), fmtDur(r.P99us), c.Least, c.Median, c.Most, r.Errors, r.Note)
+		return
+	}
 	fmt.Fprintf(os.Stderr, "%-26s %-42s p50 %-9s ops/s %-7.0f allocs %-5.0f n %-5d err %d %s\n",
 		r.Scenario, r.Impl, fmtDur(r.P50us), r.OpsPerSec, r.AllocsPerOp, r.N, r.Errors, r.Note)
 }

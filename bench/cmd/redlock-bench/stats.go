@@ -33,6 +33,9 @@ type row struct {
 	Errors    int     `json:"errors"`
 	NA        bool    `json:"na,omitempty"` // the API does not exist yet
 	Note      string  `json:"note,omitempty"`
+	// Contention is set on the contention scenario's rows (N is then
+	// the acquisitions, OpsPerSec their rate, the percentiles the waits).
+	Contention *contended `json:"contention,omitempty"`
 }
 
 // latencies fills the percentile fields from samples.
