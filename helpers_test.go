@@ -260,7 +260,9 @@ func nodeKeys(t testing.TB, clients []redis.UniversalClient, root string) []stri
 		keys, err := c.Keys(ctx, "*"+root+"*").Result()
 		require.NoError(t, err)
 		for _, k := range keys {
-			if strings.HasSuffix(k, ":fence") || (strings.HasSuffix(k, ":terms") && c.PTTL(ctx, k).Val() > 0) {
+			expiring := strings.HasSuffix(k, ":terms") || strings.HasSuffix(k, ":queue") || strings.HasSuffix(k, ":queue:named")
+			if strings.HasSuffix(k, ":fence") || (expiring && c.PTTL(ctx, k).Val() > 0) {
+				// A wait queue, like a history, expires on its own.
 				continue
 			}
 			v := c.Type(ctx, k).Val()

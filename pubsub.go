@@ -234,9 +234,10 @@ const readersLeft = "r"
 //
 // A release that names the queue's next waiter (wire.QueueMessage, its
 // id and ticket) wakes that waiter alone among the queued ones, and no
-// reader. A queued waiter is woken by nothing else but its own Client's
-// release (localWake) when its last check-in found it next: the release
-// on the key's queue node names it then. A waiter whose line has since
+// reader. A queued waiter is woken otherwise only by its own Client's
+// release (localWake) when its last check-in found it next (the release
+// on the key's queue node names it then), and by the last reader's
+// release (readersLeft), which names nobody: it checks in then. A waiter whose line has since
 // taken another ticket ignores a message naming the old one.
 func (h *hub) wakeKey(k string, msg string) {
 	id, ticket, isNamed := wire.ParseNamed(msg)
@@ -246,6 +247,9 @@ func (h *hub) wakeKey(k string, msg string) {
 		case msg == readersLeft && w.reader:
 		case msg == electedMsg && !w.watch:
 		case isNamed && (w.reader || (w.queued.Load() && (id != h.id || ticket != w.ticket.Load()))):
+		case w.queued.Load() && msg == readersLeft:
+			// Readers release without a queue: check in (Client.lock).
+			w.notify()
 		case w.queued.Load() && !isNamed && (msg != localWake || !w.head.Load()):
 		case w.queued.Load():
 			w.named.Store(true)

@@ -182,6 +182,8 @@ func (c *Client) callConfig(opts []Option) (*config, error) {
 }
 
 // TryLock makes one attempt to acquire key for ttl on a quorum of nodes.
+// It does not join the key's wait queue: it wins only a key that is free
+// at that moment, and so rarely while Lock calls wait (see Lock).
 //
 // It returns a *Lock whose Validity is ttl - elapsed - drift. It returns
 // within the per-node timeout (default ttl/20, clamped to [5ms, 200ms];
@@ -222,10 +224,14 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 
 // Lock acquires key for ttl like TryLock, retrying after a jittered delay
 // (WithRetryDelay, default 50ms ± 50%) until it wins, ctx is done, or the
-// retry budget (WithMaxTries, default: none) is spent. Once it finds the
-// key held it also retries as soon as the holder's Unlock is announced
-// over pub/sub (WithHandoff, default on), so a hand-off takes well under
-// a millisecond on a local network instead of a retry delay. On a key
+// retry budget (WithMaxTries, default: none; a check-in at the wait queue
+// counts as a try) is spent. Once it finds the key held it waits in the
+// key's wait queue and retries as soon as an Unlock names it (WithHandoff,
+// default on): one waiter is woken per release, Clients are served first
+// come first served and a Client's goroutines in arrival order, and a
+// newcomer that finds the key free may still take it first
+// (docs/contention.md). The queue is a hint on one node: safety never
+// rests on it, and without it Lock retries as before. On a key
 // that read locks hold (TryRLock), each refused attempt marks the key for
 // three retry delays (at least 100ms) plus the per-node timeout, or until
 // ctx's deadline if that is sooner (at least 100ms), and new readers wait

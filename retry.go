@@ -112,10 +112,19 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 		if checkIn {
 			checkIn = false
 			try++ // a check-in spends the retry budget as an attempt does
+			before := c.hub.local.Load()
 			switch r := c.checkIn(ctx, ln, keys[0], ttl, cfg); r.St {
 			case wire.StatusOK:
 				continue // free, and we are next
 			case wire.StatusTaken:
+				if r.Rank == 0 && c.hub.local.Load() != before {
+					// One of this Client's releases ran meanwhile: the
+					// check-in may have preceded it on the node (it is
+					// sent outside the pipes), and its wake-up found us
+					// not yet next. Check in again.
+					checkIn = true
+					continue
+				}
 				w.queued.Store(true)
 				w.head.Store(r.Rank == 0)
 				// Named by the release before ours; until then, check

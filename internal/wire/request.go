@@ -73,7 +73,8 @@ type Queue struct {
 }
 
 // QueueKeys returns the wait queue's keys of a lock's key (on the
-// wire): the queue, and the mark of the waiter named last.
+// wire): the queue, and the mark of the waiter named last. The release
+// script (key/release_one.lua) names them the same way.
 func QueueKeys(key string) (queue, named string) {
 	return key + ":queue", key + ":queue:named"
 }
@@ -215,10 +216,7 @@ func (r *Request) Prepare(n int, keys []string, ann Announce) {
 		if len(keys) == 1 {
 			r.Script = ScriptReleaseOne
 			if r.Queue != nil && r.Notify {
-				// KEYS[2], KEYS[3], and the arguments in full: see
-				// key/release_one.lua.
-				q, named := QueueKeys(keys[0])
-				keys = []string{keys[0], q, named}
+				// The arguments in full: see key/release_one.lua.
 				ex[0], ex[1], ex[2], ne = ann.Channel, ann.PrefixLen, PXMillis(r.Queue.Named), 3
 				break
 			}

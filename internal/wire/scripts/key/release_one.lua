@@ -4,15 +4,17 @@
 -- builds each of its local functions on every call) and runs no pcall'd
 -- body. A WRONGTYPE GET answers as typed() does: -1 where the key holds
 -- a sorted set (another of our lock kinds), the error otherwise.
--- KEYS[1]: the lock's key. KEYS[2], KEYS[3] (optional): its wait queue
--- and the mark of the waiter named last (key/queue.lua). ARGV[1]: our
--- token. ARGV[2] (optional): the release channel prefix ('' for none);
--- ARGV[3] (optional): the key prefix's length (see release.lua); ARGV[4]
--- (with KEYS[2]): how long the waiter named stays the one expected, in
--- milliseconds.
--- With a queue, the release takes its head out and names it in the
--- announcement ('q:' .. its id .. ':' .. its ticket): queued waiters
--- wake on their own name alone.
+-- KEYS[1]: the lock's key. ARGV[1]: our token. ARGV[2] (optional): the
+-- release channel prefix ('' for none); ARGV[3] (optional): the key
+-- prefix's length (see release.lua); ARGV[4] (optional): how long the
+-- waiter named stays the one expected, in milliseconds.
+-- With ARGV[4], the release takes the head out of the key's wait queue
+-- (KEYS[1] .. ':queue', key/queue.lua), marks it as named
+-- (KEYS[1] .. ':queue:named') and names it in the announcement
+-- ('q:' .. its id .. ':' .. its ticket): queued waiters wake on their
+-- own name alone. The queue's keys are not declared, and every command
+-- on them is pcall'd: a user whose ACL covers the lock's key alone
+-- still releases, and its waiters fall back to their retry delay.
 -- Returns 1 when the key held our token (deleted), -1 when it holds
 -- another token, 0 when it is missing.
 local v = redis.pcall('GET', KEYS[1])
@@ -49,11 +51,10 @@ if v ~= t then
 end
 redis.call('DEL', KEYS[1])
 local msg = ''
-if KEYS[2] then
-  -- pcall: a user not allowed the queue's commands still releases.
-  local p = redis.pcall('ZPOPMIN', KEYS[2])
+if ARGV[4] then
+  local p = redis.pcall('ZPOPMIN', KEYS[1] .. ':queue')
   if type(p) == 'table' and p[1] then
-    redis.pcall('SET', KEYS[3], p[1], 'PX', ARGV[4])
+    redis.pcall('SET', KEYS[1] .. ':queue:named', p[1], 'PX', ARGV[4])
     msg = 'q:' .. p[1] .. ':' .. p[2]
   end
 end
