@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seed543a70bd/redlock/internal/node"
 	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
@@ -219,9 +220,31 @@ func (c *Client) checkIn(ctx context.Context, ln *line, key string, ttl time.Dur
 	req.w.Op = wire.OpQueue
 	req.w.Queue = &wire.Queue{ID: c.hub.id, Ticket: ln.ticket, Life: queueLife(cfg), Named: namedFor(cfg)}
 	req.prepare(1)
-	ctx, cancel := context.WithTimeout(ctx, cfg.timeoutFor(ttl))
-	defer cancel()
-	return c.exec(ctx, c.nodes[queueNode(key, len(c.nodes))], req)
+	timeout := cfg.timeoutFor(ttl)
+	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	done := make(chan wire.Reply, 1)
+	// On a goroutine of the Client's group: go-redis may not honour the
+	// deadline (ContextTimeoutEnabled off), and the wait must end at
+	// the per-node timeout or ctx, whichever is first; Close waits for
+	// the request.
+	if !c.spawn(func() error {
+		defer cancel()
+		done <- c.exec(nctx, c.nodes[queueNode(key, len(c.nodes))], req)
+		return nil
+	}, false) {
+		cancel()
+		return wire.Reply{St: wire.StatusFailed, Err: ErrClosed}
+	}
+	t := getTimer(timeout)
+	defer putTimer(t)
+	select {
+	case r := <-done:
+		return r
+	case <-t.C:
+		return wire.Reply{St: wire.StatusFailed, Err: node.ErrNodeTimeout}
+	case <-ctx.Done():
+		return wire.Reply{St: wire.StatusFailed, Err: ctx.Err()}
+	}
 }
 
 // queueNode returns the index of the node that keeps key's wait queue:

@@ -41,16 +41,21 @@ import (
 //     stream) at a lock key: acquiring it fails as unreachable, the
 //     nodes' WRONGTYPE errors in the error, never as contended, never
 //     won, and the value is left as it was.
+//   - contend: many goroutines of several Clients wait with Lock for one
+//     key (stress_contend_test.go): every Lock returns within its bound
+//     while waiters' ctxs end mid-queue, and the wait queue's keys are
+//     gone at quiescence.
 const (
 	famResume  = "resume"
 	famBurst   = "burst"
 	famStolen  = "stolen"
 	famClone   = "clone"
 	famForeign = "foreign"
+	famContend = "contend"
 )
 
 // stressFamilies is every family, in the order -stress.ops lists them.
-var stressFamilies = []string{famResume, famBurst, famStolen, famClone, famForeign}
+var stressFamilies = []string{famResume, famBurst, famStolen, famClone, famForeign, famContend}
 
 // parseFamilies reads -stress.ops: "all", "none" or a comma-separated
 // list of families.

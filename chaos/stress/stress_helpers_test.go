@@ -90,6 +90,8 @@ type stressRun struct {
 
 	families map[string]bool // the families of -stress.ops turned on (stress_contracts_test.go)
 	burstLk  *redlock.Client // the burst family's Client: nodes dialled directly, node timeout stressBurstTimeout
+	// contenders: the contend family's Clients (stress_contend_test.go).
+	contenders []*stressLocker
 
 	// calm is held for reading by every worker's step and every fault,
 	// and for writing by a burst, which so has healthy nodes and the
@@ -243,6 +245,11 @@ func newStressRun(t *testing.T, seed int64, d time.Duration, families map[string
 			s.addCloser(c)
 		}
 	}
+	if families[famContend] {
+		if err := s.newContenders(clients); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if families[famBurst] {
 		// Clients of its own, so that a burst's queue is no other's.
 		var own []redis.UniversalClient
@@ -388,6 +395,13 @@ func (s *stressRun) run(d time.Duration) bool {
 	})
 	if s.families[famBurst] {
 		injectors.Go(func() { s.bursts(ctx, rand.New(rand.NewPCG(uint64(s.seed), 1002))) })
+	}
+	for i, lk := range s.contenders {
+		for j := range stressContendWorkers {
+			id := stressContendID + i*stressContendWorkers + j
+			rng := rand.New(rand.NewPCG(uint64(s.seed), uint64(id)))
+			workers.Go(func() { s.contend(ctx, id, lk, rng) })
+		}
 	}
 	<-ctx.Done()
 	if !waitGroup(&injectors, stressHangAfter) {

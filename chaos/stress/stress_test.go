@@ -68,7 +68,9 @@ import (
 //     once (Validity <= 0, Done closed); the restart guard refuses the
 //     votes of a node restarted within its window, also on WithTimeout
 //     clones; a foreign value at a lock key fails the nodes, with
-//     WRONGTYPE, and is never contention.
+//     WRONGTYPE, and is never contention; many goroutines of several
+//     Clients waiting with Lock for one key (the wait queue) hold it in
+//     turn, each Lock returning within its bound.
 func TestStress(t *testing.T) {
 	d := *stressFor
 	if testing.Short() {
@@ -106,7 +108,7 @@ func TestStress(t *testing.T) {
 var (
 	stressFor  = flag.Duration("stress", 30*time.Second, "how long TestStress runs its workload (make soak runs it longer)")
 	stressSeed = flag.Int64("stress.seed", 0, "TestStress's seed, to replay its random choices; 0 picks one from the time")
-	stressOps  = flag.String("stress.ops", "all", "TestStress's operation families of stress_contracts_test.go, comma-separated (resume,burst,stolen,clone,foreign), all or none")
+	stressOps  = flag.String("stress.ops", "all", "TestStress's operation families of stress_contracts_test.go, comma-separated (resume,burst,stolen,clone,foreign,contend), all or none")
 )
 
 const (

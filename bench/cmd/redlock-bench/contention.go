@@ -147,6 +147,11 @@ type contended struct {
 	// OpenWaitMaxUs is the longest wait still open when the window
 	// ended (not among the wait percentiles, which are of completed waits).
 	OpenWaitMaxUs float64 `json:"open_wait_max_us,omitempty"`
+	// AttemptsPerAcq and SplitPerAcq (ours only, from an observer): lock
+	// rounds per acquisition, and split votes per acquisition: lost
+	// rounds in which some node granted the key.
+	AttemptsPerAcq float64 `json:"attempts_per_acq,omitempty"`
+	SplitPerAcq    float64 `json:"split_votes_per_acq,omitempty"`
 	// Commands are the nodes' calls per command over the window, summed
 	// over the nodes (info and config, the bench's own, left out).
 	Commands map[string]int64 `json:"commands,omitempty"`
@@ -233,13 +238,43 @@ func familyKind(name string, lock func(ctx context.Context, c *redlock.Client, k
 		}}
 }
 
+// roundCounter counts our lock rounds, and the split votes among them:
+// lost rounds in which some node granted the key.
+type roundCounter struct {
+	redlock.Stats
+	lock, split atomic.Int64
+}
+
+// rounds observes every Client of our rows (one case runs at a time).
+var rounds roundCounter
+
+func (r *roundCounter) ObserveRound(e redlock.RoundEvent) {
+	if e.Op != redlock.OpLock {
+		return
+	}
+	r.lock.Add(1)
+	if e.Err == nil {
+		return
+	}
+	for _, n := range e.Nodes {
+		if n.Status == redlock.NodeOK {
+			r.split.Add(1)
+			return
+		}
+	}
+}
+
+func (r *roundCounter) reset() { r.lock.Store(0); r.split.Store(0) }
+
+func (r *roundCounter) read() (lock, split int64) { return r.lock.Load(), r.split.Load() }
+
 // contentionKinds are the implementations of the scenario, in the order
 // they run.
 func contentionKinds() []contenderKind {
 	return []contenderKind{
-		fromMaker(cOurs, ours(implOurs)),
+		fromMaker(cOurs, ours(implOurs, redlock.WithObserver(&rounds))),
 		fromMaker(cRedsync, redsyncImpl(implRedsync)),
-		fromMaker(cOurs1, oursOne(implOurs1)),
+		fromMaker(cOurs1, oursOne(implOurs1, redlock.WithObserver(&rounds))),
 		redislockWaiting(),
 		fromMaker(cRueidis, rueidislockImpl(implRueidis, false)),
 		// Read locks with waiting writers: 3 of 4 goroutines read.
@@ -430,7 +465,9 @@ func (e *env) contentionCase(k contenderKind, waiters int, key string, meas []*r
 			}
 		}
 	}
+	rounds.reset()
 	sleepUntil(e.ctx, winEnd)
+	lockRounds, splitRounds := rounds.read()
 	elapsed := time.Since(winStart)
 	cmds := map[string]int64{}
 	var calls int64
@@ -482,6 +519,10 @@ func (e *env) contentionCase(k contenderKind, waiters int, key string, meas []*r
 	c.Commands = cmds
 	if len(all) > 0 {
 		c.CmdsPerAcq = float64(calls) / float64(len(all))
+		if lockRounds > 0 {
+			c.AttemptsPerAcq = float64(lockRounds) / float64(len(all))
+			c.SplitPerAcq = float64(splitRounds) / float64(len(all))
+		}
 	}
 	r.Note = strings.Join(notes, "; ")
 	return r
@@ -650,8 +691,8 @@ func contentionMarkdown(w io.Writer, rows []row) {
 		return
 	}
 	fmt.Fprintf(w, "Contention: one key, %s holds, waiters = clients × goroutines.\n\n", contentionHold)
-	fmt.Fprintln(w, "| impl | waiters | acq/s | vs 1 waiter | cmds/acq | p50 wait | p99 wait | least/median/most | errors |")
-	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+	fmt.Fprintln(w, "| impl | waiters | acq/s | vs 1 waiter | cmds/acq | attempts/acq | split votes/acq | p50 wait | p99 wait | least/median/most | errors |")
+	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 	for _, r := range cr {
 		c := r.Contention
 		vs := "–"
@@ -662,8 +703,12 @@ func contentionMarkdown(w io.Writer, rows []row) {
 		if c.CmdsPerAcq != 0 {
 			cmds = fmt.Sprintf("%.1f", c.CmdsPerAcq)
 		}
-		fmt.Fprintf(w, "| %s | %d (%d×%d) | %.0f | %s | %s | %s | %s | %d/%d/%d | %d |\n", r.Impl, c.Waiters, c.Clients, c.Waiters/max(c.Clients, 1),
-			r.OpsPerSec, vs, cmds, fmtDur(r.P50us), fmtDur(r.P99us), c.Least, c.Median, c.Most, r.Errors)
+		att, split := "–", "–"
+		if c.AttemptsPerAcq != 0 {
+			att, split = fmt.Sprintf("%.2f", c.AttemptsPerAcq), fmt.Sprintf("%.3f", c.SplitPerAcq)
+		}
+		fmt.Fprintf(w, "| %s | %d (%d×%d) | %.0f | %s | %s | %s | %s | %s | %s | %d/%d/%d | %d |\n", r.Impl, c.Waiters, c.Clients, c.Waiters/max(c.Clients, 1),
+			r.OpsPerSec, vs, cmds, att, split, fmtDur(r.P50us), fmtDur(r.P99us), c.Least, c.Median, c.Most, r.Errors)
 	}
 	fmt.Fprintln(w)
 }
