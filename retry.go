@@ -134,22 +134,32 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 				// (Client.Lock), and find a lock that expired unreleased.
 				d = jitter(queuePoll(cfg))
 				if r.Rank == 0 {
-					d, attemptNext = jitter(cfg.retryDelay), true
+					d, attemptNext = jitter(min(cfg.retryDelay, queuePoll(cfg))), true
 				}
 			default:
 				// The queue node failed: wait and retry as without a
-				// queue, woken by any release.
-				w.queued.Store(false)
-				w.head.Store(false)
+				// queue, woken by any release. A waiter that was queued
+				// attempts at once: it ignored releases that named
+				// nobody, and one of them may have freed the key.
 				d = -1
+				if w.queued.Swap(false) {
+					d = 0
+				}
+				w.head.Store(false)
 				if c.hub.local.Load() != local {
 					// One of this Client's Unlocks may have freed the key
 					// since the attempt, unseen: see the join above.
 					d = 0
 				}
 			}
-			if cfg.maxTries > 0 && try >= cfg.maxTries && last != nil {
-				return nil, last
+			if cfg.maxTries > 0 && try >= cfg.maxTries {
+				if last != nil {
+					return nil, last
+				}
+				// Spent on check-ins alone (a call that took over its
+				// line's front): one attempt, whose error it returns.
+				checkIn = false
+				continue
 			}
 		}
 		if d < 0 {

@@ -1734,12 +1734,19 @@ func TestWriterMarkAfterGiveUp(t *testing.T) {
 	_, err = rl.Lock(wctx, k, 5*time.Second, redlock.WithRetryDelay(time.Hour))
 	cancel()
 	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	// A quorum is marked: the writer's refused attempt decided there,
+	// and a queued writer checks in rather than attempts again.
+	marked := 0
 	for i, c := range clients {
 		m, left := markLeft(t, c, k)
-		require.True(t, m)
+		if !m {
+			continue
+		}
+		marked++
 		t.Logf("node %d: the mark of a writer that gave up has %v left", i+1, left.Round(time.Second))
 		require.Greater(t, left, 2*time.Hour)
 	}
+	require.GreaterOrEqual(t, marked, rl.Quorum(), "want the mark on a quorum")
 	time.Sleep(1200 * time.Millisecond) // past r1's TTL: it lives on auto-extension
 	_, err = rl.TryRLock(ctx, k, time.Second)
 	require.ErrorIs(t, err, redlock.ErrContended, "new readers refused, nobody waiting to write")
