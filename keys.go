@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
 // The key layout: every key and channel name the library writes. A
@@ -256,19 +258,5 @@ func keySlot(key string) int {
 	return int(crc16(hashTag(key))) % slotCount
 }
 
-// crc16 is CRC-16/XMODEM (polynomial 0x1021, initial value 0), the
-// checksum Redis Cluster uses for key slots.
-func crc16(s string) uint16 {
-	var crc uint16
-	for i := 0; i < len(s); i++ {
-		crc ^= uint16(s[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
-}
+// crc16 is CRC-16/XMODEM, as Redis Cluster computes key slots.
+var crc16 = wire.CRC16

@@ -229,7 +229,7 @@ func (c *Client) checkIn(ctx context.Context, ln *line, key string, ttl time.Dur
 	// the request.
 	if !c.spawn(func() error {
 		defer cancel()
-		done <- c.exec(nctx, c.nodes[queueNode(key, len(c.nodes))], req)
+		done <- c.exec(nctx, c.nodes[queueNode(cfg.prefix, key, len(c.nodes))], req)
 		return nil
 	}, false) {
 		cancel()
@@ -247,9 +247,9 @@ func (c *Client) checkIn(ctx context.Context, ln *line, key string, ttl time.Dur
 	}
 }
 
-// queueNode returns the index of the node that keeps key's wait queue:
-// one node, so that the order is one order. Were it down, waiters fall
-// back to retrying after a jittered delay, as without a queue.
-func queueNode(key string, n int) int {
-	return int(crc16(key)) % n
+// queueNode returns the index of the node that keeps the wait queue of
+// key (stored after prefix), among n. Were it down, waiters fall back to
+// retrying after a jittered delay, as without a queue.
+func queueNode(prefix, key string, n int) int {
+	return wire.QueueNode(prefix+key, n)
 }

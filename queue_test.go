@@ -29,26 +29,8 @@ import (
 // subject.
 const qLease = 30 * time.Second
 
-// qCRC16 is CRC-16/XMODEM, as the library picks a key's queue node
-// (restated here; queue_internal_test.go checks it against the
-// library's).
-func qCRC16(s string) uint16 {
-	var crc uint16
-	for i := 0; i < len(s); i++ {
-		crc ^= uint16(s[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
-}
-
 // qNode is the index of the node that keeps k's wait queue among n.
-func qNode(k string, n int) int { return int(qCRC16(k)) % n }
+func qNode(k string, n int) int { return redlock.QueueNodeForTest(k, n) }
 
 // qMembers returns the waiter ids in k's queue on c, in queue order.
 func qMembers(t testing.TB, c redis.UniversalClient, k string) []string {

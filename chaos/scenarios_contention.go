@@ -70,21 +70,9 @@ func deadWaiterBound() time.Duration {
 	return namedForFor(contentionRetryDelay) + 3*queuePollFor(contentionRetryDelay)/2 + contentionSlack
 }
 
-// queueNodeOf is the library's queueNode: crc16(key) mod n.
-func queueNodeOf(key string, n int) int {
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc) % n
-}
+// queueNodeOf is the library's queue node of key (no key prefix) among
+// n (the lab may stay coupled to the library's internals).
+func queueNodeOf(key string, n int) int { return wire.QueueNode(key, n) }
 
 // contender is one waiting Client and its workers.
 type contender struct {

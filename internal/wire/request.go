@@ -172,6 +172,7 @@ func (r *Request) Args(i int) []any {
 func (r *Request) Prepare(n int, keys []string, ann Announce) {
 	var ex [4]any // the arguments after the token
 	ne := 0
+	quiet := false // a queued release, announced on two nodes only
 	switch {
 	case r.Kind != KindKey:
 		r.Script = FamilyScript(r.Kind, r.Op)
@@ -218,6 +219,7 @@ func (r *Request) Prepare(n int, keys []string, ann Announce) {
 			if r.Queue != nil && r.Notify {
 				// The arguments in full: see key/release_one.lua.
 				ex[0], ex[1], ex[2], ne = ann.Channel, ann.PrefixLen, PXMillis(r.Queue.Named), 3
+				quiet = true
 				break
 			}
 		}
@@ -240,6 +242,20 @@ func (r *Request) Prepare(n int, keys []string, ann Announce) {
 	}
 	for range n {
 		all = append(all, all[:w]...)
+	}
+	if quiet && n > 2 {
+		// The release is announced on the key's queue node, which names
+		// the next waiter, and on the node after it, for the waiters
+		// that the queue does not serve (readers, fenced locks, a queue
+		// node down). Every announcement costs each subscribed Client a
+		// read and a wake-up: five of them per release made that cost
+		// grow with the Clients waiting.
+		qn := QueueNode(keys[0], n)
+		for i := range n {
+			if i != qn && i != (qn+1)%n {
+				all[i*w+5] = "" // the channel (key/release_one.lua's ARGV[2])
+			}
+		}
 	}
 	r.Argv, r.Width = all, w
 }
