@@ -16,7 +16,9 @@ import (
 // Pub/sub hand-off.
 //
 // Unlock's release script publishes on ReleaseChannel(key), on each node
-// where it deleted the key. A Lock call that found the key contended
+// where it deleted the key; for a key lock of one key, on two of them,
+// the key's queue node, whose message names the next waiter, and the
+// node after it (queue.go). A Lock call that found the key contended
 // joins its Client's hub, which holds one pattern subscription
 // (PSUBSCRIBE redlock:release:*, after the key prefix if any) per node
 // while any of the Client's Lock calls waits, and retries as soon as a
