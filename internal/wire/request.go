@@ -12,6 +12,13 @@ const (
 	OpExtend
 	OpRelease
 	OpFence // the second round of a fenced acquire: raise the counters
+	// The requests that are not a lock's rounds, sent through the same
+	// queue: a leadership's rewrite of its value (key/proclaim.lua), and
+	// the reads of Inspect (key/inspect.lua) and of an election's
+	// history (key/history.lua).
+	OpProclaim
+	OpInspect
+	OpHistory
 )
 
 // String returns the name the API reports for op: "lock", "extend",
@@ -24,6 +31,12 @@ func (o Op) String() string {
 		return "extend"
 	case OpFence:
 		return "fence"
+	case OpProclaim:
+		return "proclaim"
+	case OpInspect:
+		return "inspect"
+	case OpHistory:
+		return "history"
 	}
 	return "unlock"
 }
@@ -185,6 +198,28 @@ func (r *Request) Prepare(n int, keys []string, ann Announce) {
 	}
 	r.Argv, r.Width = all, w
 }
+
+// prepareScript builds the command of a request that runs script s
+// with keys and args, for n nodes, as Prepare does for a lock's round:
+// EVALSHA, with EVAL as the node's fallback (Request.EvalArgs).
+func (r *Request) prepareScript(n int, s *Script, keys []string, args ...any) {
+	r.Script = s
+	w := 3 + len(keys) + len(args)
+	all := make([]any, 0, (n+1)*w)
+	all = append(all, "evalsha", s.SHA, len(keys))
+	for _, k := range keys {
+		all = append(all, k)
+	}
+	all = append(all, args...)
+	for range n {
+		all = append(all, all[:w]...)
+	}
+	r.Argv, r.Width = all, w
+}
+
+// IsRead reports whether r only reads (Inspect, the history): it
+// changes nothing on the node.
+func (r *Request) IsRead() bool { return r.Op == OpInspect || r.Op == OpHistory }
 
 // announce appends to ex[:ne] the release channel arguments of a release
 // that is announced to waiters, and returns the new count.
