@@ -145,6 +145,7 @@ func failing(src any) *failScript {
 }
 
 func (h *failScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+
 // ProcessPipelineHook fails the script's commands in a pipeline (a
 // node's queued requests go out in one) and sends the others.
 func (h *failScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
