@@ -161,10 +161,15 @@ type Leadership struct {
 // Client's Close; when ctx ends the wait, an error matching
 // ErrNotObtained and ctx.Err() (and, when an attempt completed, its
 // reason, such as ErrContended, with the current leader's value in its
-// message); an error matching ErrNotObtained and a *QuorumError (Op
-// OpProclaim) with the nodes' ACL errors, at once, when their ACL refuses
-// what publishing the term runs (see docs/security.md); the errors of
-// Lock otherwise.
+// message; after a win whose term could not be published, that
+// failure); an error matching ErrNotObtained and a *QuorumError (Op
+// OpProclaim), at once, when publishing the term fails on too many nodes
+// for a reason no retry gets past: their ACL refuses what it runs (see
+// docs/security.md), or the election's history key holds a value none
+// of our kinds writes (ErrUnreachable, the server's WRONGTYPE); the
+// errors of Lock otherwise. A win whose term could not be published for
+// another reason is given back, and Campaign tries again after the
+// retry delay (WithRetryDelay).
 func (e *Election) Campaign(ctx context.Context, value string, ttl time.Duration, opts ...Option) (*Leadership, error) {
 	if err := e.check(); err != nil {
 		return nil, err
@@ -186,9 +191,13 @@ func (e *Election) Campaign(ctx context.Context, value string, ttl time.Duration
 			retry.Stop()
 		}
 	}()
+	var published error // the last win's failure to publish
 	for {
 		l, err := e.c.Lock(ctx, ElectionKey(e.name), ttl, opts...)
 		if err != nil {
+			if cerr := ctx.Err(); cerr != nil && published != nil {
+				return nil, e.publishFailed(published, cerr)
+			}
 			return nil, err
 		}
 		actx, cancel := context.WithCancel(context.Background())
@@ -208,6 +217,7 @@ func (e *Election) Campaign(ctx context.Context, value string, ttl time.Duration
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, e.publishFailed(err, cerr)
 		}
+		published = err
 		if deniedByACL(err) || foreignBlocked(err) {
 			// The nodes refuse the history's commands, or hold a value
 			// none of our kinds writes at its key: every win would end
@@ -319,16 +329,19 @@ func (ld *Leadership) Lock() *Lock {
 // an election: on each node that holds the leadership, the stored value
 // is rewritten and its TTL kept, and observers are woken. It succeeds
 // when a quorum of nodes did. Proclaims of one leadership run one at a
-// time, so the last to return is what the nodes keep. Each node is given
-// the per-node timeout (WithNodeTimeout; default 200ms).
+// time, so the last to return is what the nodes keep, and on each node
+// after the leadership's requests issued before them. Each node is given
+// the leadership's per-node timeout, as its extensions (WithNodeTimeout;
+// by default derived from the TTL, see DefaultNodeTimeout).
 //
 // Errors: ErrInvalid for a nil or zero *Leadership, a nil ctx or a value
 // over MaxMetadata bytes; ctx's error when ctx ends first; after Resign,
 // or once the leadership is lost, an error matching ErrNotHeld; a
 // *QuorumError (Op OpProclaim) matching ErrNotHeld, and ErrUnreachable
-// when failed nodes prevented the quorum. A failed Proclaim may have
-// changed the value on some nodes: Leader then reports the value the
-// most of its nodes hold; Proclaim again.
+// when failed nodes prevented the quorum (a node whose history key holds
+// a value none of our kinds writes fails with WRONGTYPE). A failed
+// Proclaim may have changed the value on some nodes; Leader and Observe
+// go on reporting the last value a quorum holds. Proclaim again.
 func (ld *Leadership) Proclaim(ctx context.Context, value string) error {
 	if err := ld.check(); err != nil {
 		return err

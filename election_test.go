@@ -112,6 +112,7 @@ func TestElectionLeaderSaysWhichError(t *testing.T) {
 	require.ErrorIs(t, err, redlock.ErrUnreachable)
 	require.NotErrorIs(t, err, redlock.ErrNoLeader)
 	require.Contains(t, err.Error(), "1 of 3 nodes answered")
+	require.Contains(t, err.Error(), ": node 1: ", "want nodes counted from 1, as in every message")
 }
 
 // TestElectionKeysApartFromLocks pins that an election's key is its own:
@@ -1332,4 +1333,31 @@ func TestObserveEndsWithClose(t *testing.T) {
 func observing(fn string) bool {
 	buf := make([]byte, 1<<20)
 	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "redlock.(*Election)."+strings.TrimPrefix(fn, "(*Election)."))
+}
+
+// TestCampaignBacksOffWhenPublishFails: while 2 of 3 nodes fail the
+// term's publication, Campaign wins, gives the leadership back, and
+// tries again after its retry delay (WithRetryDelay), not at once; when
+// its ctx ends it returns a one-line error that matches ErrNotObtained
+// and ctx's error and says why the publication failed.
+func TestCampaignBacksOffWhenPublishFails(t *testing.T) {
+	_, clients := cluster(t, 3)
+	proclaim := failing(wire.ScriptProclaim.Src)
+	clients[0].AddHook(proclaim)
+	clients[1].AddHook(proclaim)
+	proclaim.armed.Store(true)
+	rl := newClient(t, clients)
+	const delay, ctxFor = 200 * time.Millisecond, time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), ctxFor)
+	defer cancel()
+	lead, err := rl.Election(key(t)).Campaign(ctx, "v", 20*time.Second, redlock.WithRetryDelay(delay))
+	require.Nil(t, lead)
+	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Contains(t, err.Error(), "injected failure")
+	require.NotContains(t, err.Error(), "\n", "want a one-line error")
+	// Each delay is at least delay/2: however slow the machine, no more
+	// wins than that allows, two failed publications each.
+	wins := proclaim.n.Load() / 2
+	require.LessOrEqual(t, wins, int64(1+ctxFor/(delay/2)), "want Campaign to wait between wins")
 }

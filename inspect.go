@@ -46,7 +46,9 @@ type Holder struct {
 
 // NodeHolding is one node's answer to Inspect.
 type NodeHolding struct {
-	Node int    // index of the node in the slice given to New (0-based)
+	// Node is the node's index in the slice given to New (0-based), as
+	// NodeResult.Node; messages number nodes from 1 (Node+1).
+	Node int
 	Addr string // the node's address, when the client exposes one
 	// Kind is what the node holds at the key: "none" (free), "key" (a
 	// key or path lock), "read" (readers), "sem" (a semaphore's permits),

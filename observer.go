@@ -63,7 +63,7 @@ type NodeEvent struct {
 	// only.
 	Ctx     context.Context
 	Op      Op            // "lock", "extend", "unlock" or "fence"
-	Node    int           // the node's index in the list given to New
+	Node    int           // the node's index in the list given to New (0-based; messages say Node+1)
 	Addr    string        // the node's address, "" when its client has none
 	Status  NodeStatus    // the node's outcome: NodeOK, NodeTaken, NodeAbsent or NodeFailed
 	Err     error         // set when Status is NodeFailed
