@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seed543a70bd/redlock"
 	"github.com/seed543a70bd/redlock/chaos"
 )
@@ -54,23 +56,29 @@ func (s *stressRun) electionName(i int) string { return fmt.Sprintf("%se%d", s.p
 const stressElections = 2
 
 // electionStep runs one election operation, drawn from rng, and reports
-// whether it did.
-func (s *stressRun) electionStep(ctx context.Context, id int, rng *rand.Rand) bool {
-	if rng.IntN(100) >= electionStepShare {
+// whether it did: always, or in electionStepShare of the steps.
+func (s *stressRun) electionStep(ctx context.Context, id int, rng *rand.Rand, always bool) bool {
+	if !always && rng.IntN(100) >= electionStepShare {
 		return false
 	}
 	lk := pick(rng, s.quorum[rng.IntN(len(s.quorum))], s.multi[rng.IntN(len(s.multi))])
 	name := s.electionName(rng.IntN(stressElections))
 	switch p := rng.IntN(100); {
-	case p < 60:
+	case p < 55:
 		s.campaign(ctx, id, rng, lk, name)
-	case p < 80:
+	case p < 70:
 		keys := append([]string{redlock.ElectionKey(name), s.sem}, s.plain...)
 		keys = append(keys, s.fenced...)
 		keys = append(keys, s.rw...)
 		s.inspectAny(ctx, id, keys[rng.IntN(len(keys))])
-	default:
+	case p < 86:
 		s.observe(ctx, id, rng, name)
+	case p < 90:
+		s.foreignHistory(ctx, id, lk)
+	case p < 94:
+		s.closeWhileObserved(ctx, id, name)
+	default:
+		s.oneNodeStep(ctx, id, rng)
 	}
 	return true
 }
@@ -116,6 +124,8 @@ func (s *stressRun) campaign(ctx context.Context, id int, rng *rand.Rand, lk *st
 	}
 	s.count(opCampaign + " won")
 	l := ld.Lock()
+	ls := &leading{ld: ld, name: name, values: []string{ld.Value()}}
+	s.publish(name, ld.Term(), ld.Value(), pubOK)
 	h := &stressHold{worker: id, lk: lk, l: l, attempt: at, acquired: s.clock.Now(), mode: chaos.ModeLeader}
 	h.note("%s won after %v (term %d)", what, took.Round(time.Microsecond), ld.Term())
 	s.holdStarted(h)
@@ -135,13 +145,15 @@ func (s *stressRun) campaign(ctx context.Context, id int, rng *rand.Rand, lk *st
 		if ld.Validity() <= 0 {
 			break
 		}
-		switch rng.IntN(4) {
+		switch rng.IntN(5) {
 		case 0:
-			s.proclaim(ctx, rng, h, ld, n)
+			s.proclaim(ctx, rng, h, ls, n)
 		case 1:
 			s.inspectLeader(ctx, h, ld, name)
 		case 2:
-			s.leader(ctx, h, ld, name)
+			s.leader(ctx, h, ls)
+		case 3:
+			s.splitProclaim(ctx, rng, h, ls, n)
 		default:
 			s.fencedWrite(ctx, h)
 		}
@@ -163,15 +175,38 @@ func (s *stressRun) campaign(ctx context.Context, id int, rng *rand.Rand, lk *st
 	s.holdEnded(h)
 }
 
+// leading is what a leader's loop knows of its leadership.
+type leading struct {
+	ld     *redlock.Leadership
+	name   string
+	values []string // the values it published, for Proclaims that repeat one
+	// uncertain: the last Proclaim failed without a split, and may have
+	// landed on a quorum all the same: Leader may report it.
+	uncertain bool
+}
+
 // proclaim changes the leader's value under a context that ends at a
-// random instant.
-func (s *stressRun) proclaim(ctx context.Context, rng *rand.Rand, h *stressHold, ld *redlock.Leadership, n int) {
+// random instant; one in four republishes an earlier value of the
+// leadership, so that observers that place themselves by value (not by
+// publication) skip what lies between.
+func (s *stressRun) proclaim(ctx context.Context, rng *rand.Rand, h *stressHold, ls *leading, n int) {
 	s.count(opProclaim)
+	ld := ls.ld
 	cctx, stop, until := callCtx(ctx, rng, false)
 	defer stop()
 	v := fmt.Sprintf("worker %d, proclaim %d", h.worker, n)
+	if rng.IntN(4) == 0 {
+		v = ls.values[rng.IntN(len(ls.values))]
+	}
 	t0 := time.Now()
 	err := ld.Proclaim(cctx, v)
+	if err == nil {
+		s.publish(ls.name, ld.Term(), v, pubOK)
+		ls.values, ls.uncertain = append(ls.values, v), false
+	} else if !unsent(err) {
+		s.publish(ls.name, ld.Term(), v, pubUnknown)
+		ls.uncertain = true
+	}
 	s.checkBound(h.worker, fmt.Sprintf("Proclaim, ctx ending after %v", until), time.Since(t0), h.lk.roundWait(ld.Lock().TTL())+stressSlack)
 	switch {
 	case err == nil:
@@ -228,8 +263,12 @@ func (s *stressRun) inspectLeader(ctx context.Context, h *stressHold, ld *redloc
 }
 
 // leader reads the election's leader: while the leadership stays valid
-// and no node is killed or paused, it must report the leader's term.
-func (s *stressRun) leader(ctx context.Context, h *stressHold, ld *redlock.Leadership, name string) {
+// and no node is killed or paused, it must report the leader's term, and
+// its value when known: the last value a Proclaim published on a
+// quorum, not what a split Proclaim left on a minority.
+func (s *stressRun) leader(ctx context.Context, h *stressHold, ls *leading) {
+	ld, name := ls.ld, ls.name
+	want, certain := ld.Value(), !ls.uncertain
 	s.count(opLeader)
 	var got redlock.Leader
 	var err error
@@ -249,6 +288,9 @@ func (s *stressRun) leader(ctx context.Context, h *stressHold, ld *redlock.Leade
 	case valid && healthy && ctx.Err() == nil && (err != nil || got.Term != ld.Term()):
 		s.failf("worker %d: Leader of %s while it led (term %d) and every node ran: want term %d, got %+v, %v (%s)",
 			h.worker, name, ld.Term(), ld.Term(), got, err, h)
+	case valid && healthy && ctx.Err() == nil && certain && got.Value != want:
+		s.failf("worker %d: Leader of %s while it led (term %d) and every node ran: want the value on a quorum %q, got %q (%s)",
+			h.worker, name, ld.Term(), want, got.Value, h)
 	}
 }
 
@@ -301,6 +343,7 @@ func (s *stressRun) observe(ctx context.Context, id int, rng *rand.Rand, name st
 	s.count(opObserve)
 	octx, cancel := context.WithTimeout(ctx, time.Duration(rng.Int64N(int64(1500*time.Millisecond))))
 	defer cancel()
+	g0, healed, start := s.procFaultGen.Load(), time.Duration(s.healedAt.Load()), s.clock.Now()
 	ch := s.inspector.Election(name).Observe(octx)
 	var got []redlock.Leader
 	seen := map[redlock.Leader]bool{}
@@ -344,9 +387,10 @@ func (s *stressRun) observe(ctx context.Context, id int, rng *rand.Rand, name st
 	if len(got) > 0 {
 		s.count(opObserve + " delivered")
 	}
-	if len(got) > 2 {
+	healthy := g0%2 == 0 && s.procFaultGen.Load() == g0 && (healed == 0 || start-healed >= dialBreakerGrace)
+	if len(got) > 0 {
 		s.mu.Lock()
-		s.observed = append(s.observed, observation{worker: id, name: name, got: got})
+		s.observed = append(s.observed, observation{worker: id, name: name, got: got, healthy: healthy})
 		s.mu.Unlock()
 	}
 }
@@ -356,6 +400,9 @@ type observation struct {
 	worker int
 	name   string
 	got    []redlock.Leader
+	// healthy: no node was killed or paused while it observed, nor
+	// within dialBreakerGrace before.
+	healthy bool
 }
 
 // checkObserved checks that no leadership is missing from what an
@@ -386,5 +433,306 @@ func (s *stressRun) checkObserved(h chaos.History) {
 				s.failf("worker %d: Observe of %s delivered terms %d to %d but not leadership term %d (delivered: %+v)", o.worker, o.name, first, last, term, o.got)
 			}
 		}
+		s.checkPublications(o)
+	}
+}
+
+// What each leadership published, for the check of what Observe
+// delivered (checkPublications). A leader publishes its Campaign's value,
+// then each Proclaim's, one at a time, in the order recorded here, which
+// is the order of their places in the election's history.
+type publication struct {
+	value   string
+	outcome int // pubOK, pubUnknown or pubMinority
+}
+
+const (
+	pubOK       = iota // Campaign or Proclaim returned nil: on a quorum
+	pubUnknown         // Proclaim failed: it may have landed on a quorum all the same
+	pubMinority        // a split Proclaim: on fewer nodes than a quorum, for certain
+)
+
+// pubKey is the key of the publications of election name's term.
+func pubKey(name string, term int64) string { return fmt.Sprintf("%s/%d", name, term) }
+
+// publish records a publication of election name's term.
+func (s *stressRun) publish(name string, term int64, value string, outcome int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := pubKey(name, term)
+	s.pubs[k] = append(s.pubs[k], publication{value: value, outcome: outcome})
+}
+
+// unsent reports whether a Proclaim's error says it was never sent (its
+// leadership resigned or already lost): it took no place in the history.
+// One that its ctx cut short may have been sent, though no node's
+// answer came.
+func unsent(err error) bool {
+	var qe *redlock.QuorumError
+	if !errors.As(err, &qe) || isCtxErr(err) {
+		return false
+	}
+	for _, n := range qe.Nodes {
+		if n.Status != redlock.NodePending {
+			return false
+		}
+	}
+	return true
+}
+
+// checkPublications checks what observation o delivered against the
+// publications of each term it delivered: within a term, in the order
+// published, skipping none on a quorum between the first and the last
+// it delivered (a repeat of the value it delivered last aside, which
+// Observe does not deliver twice), and, for a term after its first, none
+// before the first it delivered either. A delivery of a split Proclaim's
+// value, on fewer nodes than a quorum, is a failure when every node ran
+// throughout the observation (with nodes down, Observe may deliver what
+// may be on a quorum). Terms without recorded publications (a Campaign
+// that could not publish its term) are not checked here.
+func (s *stressRun) checkPublications(o observation) {
+	s.mu.Lock()
+	pubs := map[int64][]publication{}
+	for _, l := range o.got {
+		pubs[l.Term] = s.pubs[pubKey(o.name, l.Term)]
+	}
+	s.mu.Unlock()
+	for i := 0; i < len(o.got); {
+		term := o.got[i].Term
+		j := i
+		for j < len(o.got) && o.got[j].Term == term {
+			j++
+		}
+		ps := pubs[term]
+		last := j == len(o.got)
+		if len(ps) > 0 {
+			if why := matchTerm(ps, o.got[i:j], i == 0, last, o.healthy); why != "" {
+				s.failf("worker %d: Observe of %s, term %d: %s (delivered: %+v; published in term %d: %+v)", o.worker, o.name, term, why, o.got, term, ps)
+			}
+		}
+		i = j
+	}
+}
+
+// matchTerm matches the values an observer delivered in one term (got)
+// to that term's publications ps, in order, and returns what is wrong,
+// or "". first: the observation began with this term, and may start at
+// any publication; last: it ended with it, and need not reach the end.
+func matchTerm(ps []publication, got []redlock.Leader, first, last, healthy bool) string {
+	var why string
+	try := func(start int) bool {
+		k := start
+		prev := ""
+		for gi, g := range got {
+			for ; k < len(ps); k++ {
+				p := ps[k]
+				if p.value == g.Value {
+					break
+				}
+				if p.outcome == pubOK && p.value != prev && (gi > 0 || !first) {
+					why = fmt.Sprintf("skipped %q, published on a quorum before %q", p.value, g.Value)
+					return false
+				}
+			}
+			if k == len(ps) {
+				why = fmt.Sprintf("delivered %q out of the order published, or never published", g.Value)
+				return false
+			}
+			if ps[k].outcome == pubMinority && healthy {
+				why = fmt.Sprintf("delivered %q, which a split Proclaim left on fewer nodes than a quorum, while every node ran", g.Value)
+				return false
+			}
+			prev = g.Value
+			k++
+		}
+		if !last {
+			for ; k < len(ps); k++ {
+				if ps[k].outcome == pubOK && ps[k].value != prev {
+					why = fmt.Sprintf("skipped %q, published on a quorum, before the next term", ps[k].value)
+					return false
+				}
+			}
+		}
+		return true
+	}
+	if !first {
+		if try(0) {
+			return ""
+		}
+		return why
+	}
+	for start := range ps {
+		if ps[start].value == got[0].Value && try(start) {
+			return ""
+		}
+	}
+	if why == "" {
+		why = fmt.Sprintf("delivered %q, never published in the term", got[0].Value)
+	}
+	return why
+}
+
+// splitHook is a go-redis hook on node i's clients that fails a
+// Proclaim, before it is sent, whose value names node i in its
+// "fail[...]" list: a Proclaim that reaches only the nodes it does not
+// name (splitProclaim).
+type splitHook int
+
+func (h splitHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h splitHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.fail(cmd) {
+			return cmd.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h splitHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		rest := cmds[:0:0]
+		for _, cmd := range cmds {
+			if !h.fail(cmd) {
+				rest = append(rest, cmd)
+			}
+		}
+		if len(rest) == 0 {
+			return nil
+		}
+		return next(ctx, rest)
+	}
+}
+
+// fail fails cmd when it carries a split value naming this node.
+func (h splitHook) fail(cmd redis.Cmder) bool {
+	tag := fmt.Sprintf(",%d,", int(h))
+	for _, a := range cmd.Args() {
+		v, ok := a.(string)
+		if !ok {
+			continue
+		}
+		if i := strings.Index(v, "fail["); i >= 0 {
+			if list, _, ok := strings.Cut(v[i+len("fail["):], "]"); ok && strings.Contains(","+list+",", tag) {
+				cmd.SetErr(errSplit)
+				return true
+			}
+		}
+	}
+	return false
+}
+
+var errSplit = errors.New("stress: split Proclaim: failed on this node on purpose")
+
+// splitProclaim makes a Proclaim that a minority takes, where the
+// leadership holds a quorum without every node: the leadership's key is
+// deleted on one node (while every node holds it, so that a quorum
+// keeps it), then a Proclaim goes out whose value the split hook fails
+// on half of the others. The value's first letter is random, so that a
+// tie between the nodes' values broken by their order would pick it
+// half the time. Leader must go on reporting the last value on a quorum
+// and Observe must not deliver it while every node runs.
+func (s *stressRun) splitProclaim(ctx context.Context, rng *rand.Rand, h *stressHold, ls *leading, n int) {
+	key := redlock.ElectionKey(ls.name)
+	tok, _, _ := strings.Cut(h.l.Token(), "\x00") // the token, without the metadata
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	for _, c := range s.inspect {
+		v, err := c.Get(rctx, key).Result()
+		if err != nil || (v != tok && !strings.HasPrefix(v, tok+"\x00")) {
+			return // not on every node: dropping one could lose the quorum
+		}
+	}
+	drop := rng.IntN(len(s.inspect))
+	if err := s.inspect[drop].Del(rctx, key).Err(); err != nil {
+		return
+	}
+	s.count(opProclaim + " split")
+	var rest []string
+	for i := range s.inspect {
+		if i != drop {
+			rest = append(rest, fmt.Sprint(i))
+		}
+	}
+	rng.Shuffle(len(rest), func(a, b int) { rest[a], rest[b] = rest[b], rest[a] })
+	fails := rest[:len(rest)/2]
+	v := fmt.Sprintf("%c worker %d, split %d, fail[%s]", 'a'+rng.IntN(26), h.worker, n, strings.Join(fails, ","))
+	err := ls.ld.Proclaim(ctx, v)
+	h.note("split Proclaim(%q) after dropping the key on node %d: %v", v, drop, errText(err))
+	switch {
+	case err == nil:
+		s.failf("worker %d: a Proclaim that %d of %d nodes took (split) succeeded (%s)", h.worker, len(rest)-len(fails), len(s.inspect), h)
+	case !unsent(err):
+		s.publish(ls.name, ls.ld.Term(), v, pubMinority)
+	}
+}
+
+// foreignHistory plants a list (a value none of our kinds writes) at an
+// election's history key on every node, and campaigns: Campaign wins but
+// cannot publish its term, and must return before its ctx ends with an
+// error matching ErrNotObtained and ErrUnreachable that names the
+// server's WRONGTYPE, not win again and again. The election is under
+// xprefix, outside the leftover check, and purged at the end.
+func (s *stressRun) foreignHistory(ctx context.Context, id int, lk *stressLocker) {
+	s.count(opCampaign + " on a foreign history")
+	name := s.freshKey("fh", true)
+	hk := redlock.ElectionTermsKey(name)
+	for _, c := range s.inspect {
+		_ = c.RPush(ctx, hk, "not a history").Err()
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	ld, err := electionOf(lk, name).Campaign(cctx, fmt.Sprintf("worker %d", id), 10*time.Second)
+	took := time.Since(t0)
+	if ld != nil {
+		// A node that was down when the list was planted: its history
+		// took the term, and a quorum may be reached without the others.
+		_ = ld.Resign(context.Background())
+		return
+	}
+	switch {
+	case ctx.Err() != nil:
+	case errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, redlock.ErrNotObtained) || !errors.Is(err, redlock.ErrUnreachable) || !strings.Contains(err.Error(), "WRONGTYPE"):
+		s.failf("worker %d: Campaign(%s) with a list at its history key on every node: want at once an error matching ErrNotObtained and ErrUnreachable that says WRONGTYPE, got after %v: %v", id, name, took, err)
+	}
+}
+
+// closeWhileObserved observes election name on a Client of its own whose
+// receiver never reads, then closes the Client: the observer must end
+// with it (checkGoroutines finds one left behind).
+func (s *stressRun) closeWhileObserved(ctx context.Context, id int, name string) {
+	s.count(opObserve + " of a closed Client")
+	c, err := redlock.New(s.direct)
+	if err != nil {
+		s.failf("worker %d: redlock.New: %v", id, err)
+		return
+	}
+	_ = c.Election(name).Observe(ctx) // never read
+	t := time.NewTimer(50 * time.Millisecond)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	t.Stop()
+	if err := c.Close(); err != nil {
+		s.failf("worker %d: Close of a Client with an observer: %v", id, err)
+	}
+}
+
+// oneNodeStep runs a TryLock on the one-node Client, whose per-node
+// timeout is 10s, under a ctx of tens of milliseconds: it must return at
+// the ctx's end, also while the node is paused.
+func (s *stressRun) oneNodeStep(ctx context.Context, id int, rng *rand.Rand) {
+	s.count(opTryLock + " on one node")
+	until := time.Duration(5+rng.IntN(95)) * time.Millisecond
+	cctx, cancel := context.WithTimeout(ctx, until)
+	defer cancel()
+	k := s.freshKey("one", true)
+	t0 := time.Now()
+	l, err := s.oneNode.TryLock(cctx, k, 10*time.Second)
+	s.checkBound(id, fmt.Sprintf("TryLock on the one-node Client, ctx ending after %v", until), time.Since(t0), until+stressSlack)
+	if err == nil {
+		_ = l.Unlock(context.Background())
 	}
 }

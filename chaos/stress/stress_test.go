@@ -168,9 +168,12 @@ const stressSemLimit = 2
 // cancelled wins must release every grant, late ones included.
 func (s *stressRun) worker(ctx context.Context, id int, rng *rand.Rand) {
 	for s.calmRLock(ctx) {
-		if id < stressStormers {
+		switch {
+		case id < stressStormers:
 			s.guard(id, func() { s.storm(ctx, id, rng) })
-		} else {
+		case id < stressStormers+stressElectioneers:
+			s.guard(id, func() { s.electionStep(ctx, id, rng, true) })
+		default:
 			s.guard(id, func() { s.step(ctx, id, rng) })
 		}
 		s.calm.RUnlock()
@@ -179,6 +182,11 @@ func (s *stressRun) worker(ctx context.Context, id int, rng *rand.Rand) {
 
 // stressStormers is how many workers run storm.
 const stressStormers = 2
+
+// stressElectioneers is how many workers, after the stormers, run only
+// election operations: Campaigns with Proclaims (split ones, and ones
+// that repeat a value) racing the Observes' first reads.
+const stressElectioneers = 3
 
 // storm makes one TryLock on a fresh key, with the longest TTL, and
 // cancels it at a random instant within 1.5ms; a win that stands is
@@ -220,7 +228,7 @@ func (s *stressRun) guard(id int, f func()) {
 
 // step draws one operation and runs it, with the hold that follows a win.
 func (s *stressRun) step(ctx context.Context, id int, rng *rand.Rand) {
-	if s.extraStep(ctx, id, rng) || s.electionStep(ctx, id, rng) {
+	if s.extraStep(ctx, id, rng) || s.electionStep(ctx, id, rng, false) {
 		return
 	}
 	q := s.quorum[rng.IntN(len(s.quorum))]
