@@ -532,7 +532,8 @@ func leaderMetas(h *Holding) (metas []string, term int64) {
 // publication it reports (-1 when not known).
 //
 // The value is the latest publication of the term that a quorum holds in
-// its history, or, when the history answers do not settle it, may hold.
+// its history, or, when the history answers show none surely on a
+// quorum, the earliest that may be.
 // A term with publications in the history but none that may be on a
 // quorum has not published yet (its Campaign's publication is under way,
 // or failed): no leader yet. Where the history has none of the term
@@ -564,11 +565,16 @@ func (e *Election) leaderOf(h *Holding, metas []string, term int64, hr *historyR
 				if s {
 					sure = x
 				}
-				if m {
+				if m && may == nil {
 					may = x
 				}
 			}
 			if sure == nil {
+				// None surely on a quorum: too few answered for the
+				// publications on a bare quorum to show as such, and a
+				// later one that may be on a quorum may as well be a
+				// failed Proclaim's. The earliest that may be is the
+				// safer: its Campaign's publication, which succeeded.
 				sure = may
 			}
 			switch {
