@@ -27,10 +27,20 @@ import (
 // (chaos.TermOrder), and fenceRegressions checks the term as a fence.
 // Beside them:
 //
-//   - Observe delivers in term order, without duplicates, never "no
-//     leader", and its channel closes once its ctx ends; no leadership
-//     whose term lies between two it delivered is missing (checked at
-//     the end, against the recorded sections);
+//   - Observe delivers in term order, never the same value twice in a
+//     row, never "no leader", and its channel closes once its ctx ends;
+//     no leadership whose term lies between two it delivered is missing
+//     (checked at the end, against the recorded sections); within a term
+//     it delivers the publications in the order published, skipping none
+//     that reached a quorum, and its first delivery is never a value a
+//     split Proclaim left on a minority (checkPublications); an Observe
+//     started before Proclaims that repeat its first value delivers them
+//     all (observeRacing);
+//   - Leader, after a split Proclaim, reports the last value on a quorum
+//     (leaderAfterSplit); a Campaign with a list at its history key stops
+//     at once with WRONGTYPE (foreignHistory); an Observe ends with its
+//     Client's Close (closeWhileObserved); a Client of one node returns at
+//     its ctx's end (oneNodeStep);
 //   - Inspect never returns a holder's token, of any lock the run took;
 //   - while no node is killed or paused, Inspect of a leader's own
 //     election says held, by its holder ID (the SHA-1 of its token), with a
