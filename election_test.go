@@ -1134,6 +1134,19 @@ func TestLeaderIgnoresFailedProclaim(t *testing.T) {
 	lead, err := el.Campaign(ctx, "b", 20*time.Second)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = lead.Resign(ctx) })
+	// Campaign returns once a quorum has its term; an acquire that timed
+	// out on the third node may land there later: wait until every node
+	// has the term, so that the failed Proclaim below meets the state
+	// described.
+	published := fmt.Sprintf("term %d: b", lead.Term())
+	eventually(t, 10*time.Second, func() bool {
+		for _, cl := range clients {
+			if !strings.HasSuffix(get(t, cl, redlock.ElectionKey(name)), published) {
+				return false
+			}
+		}
+		return true
+	}, "want every node to hold %q", published)
 	require.NoError(t, clients[2].Del(ctx, redlock.ElectionKey(name), redlock.ElectionTermsKey(name)).Err())
 
 	proclaim.armed.Store(true)
@@ -1216,7 +1229,9 @@ func TestProclaimWaitsForItsAcquire(t *testing.T) {
 	ctx := context.Background()
 	// Every node's first contact, before the hold: a Client's first
 	// round waits for all of them.
-	l, err := rl.TryLock(ctx, key(t), 20*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	l, err := rl.Lock(wctx, key(t), 20*time.Second)
 	require.NoError(t, err)
 	require.NoError(t, l.Unlock(ctx))
 
