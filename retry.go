@@ -138,10 +138,14 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 				}
 			default:
 				// The queue node failed: wait and retry as without a
-				// queue, woken by any release. A waiter that was queued
-				// attempts at once: it ignored releases that named
-				// nobody, and one of them may have freed the key.
-				d = -1
+				// queue, woken by any release, and at least every
+				// queuePoll: with the queue node down, one node alone
+				// announces a release (wire.Request.Prepare), and its
+				// announcement may come before the others have
+				// released. A waiter that was queued attempts at once:
+				// it ignored releases that named nobody, and one of them
+				// may have freed the key.
+				d = jitter(min(cfg.retryDelay, queuePoll(cfg)))
 				if w.queued.Swap(false) {
 					d = 0
 				}
