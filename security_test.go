@@ -605,7 +605,9 @@ func TestKeyPrefixHandoff(t *testing.T) {
 func handoff(t *testing.T, rl *redlock.Client, admins []redis.UniversalClient, k string) {
 	t.Helper()
 	ctx := context.Background()
-	sub := admins[0].(*redis.Client).Subscribe(ctx, prefix+redlock.ReleaseChannel(k))
+	// A key lock's release is announced on its queue node (and the next).
+	qn := redlock.QueueNodeForTest(prefix+k, len(admins))
+	sub := admins[qn].(*redis.Client).Subscribe(ctx, prefix+redlock.ReleaseChannel(k))
 	t.Cleanup(func() { _ = sub.Close() })
 	_, err := sub.Receive(ctx) // the subscription's confirmation
 	require.NoError(t, err)
