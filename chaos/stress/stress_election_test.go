@@ -892,10 +892,7 @@ func (s *stressRun) observeRacing(ctx context.Context, h *stressHold, ls *leadin
 	}
 	defer func() { _ = oc.Close() }()
 	hook.armed.Store(true)
-	// Bounded by the waits below, not by a deadline of its own: one
-	// that ended while the Proclaims were still running (they may take
-	// seconds under the faults) cut the last delivery off.
-	octx, cancel := context.WithCancel(ctx)
+	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	ch := oc.Election(ls.name).Observe(octx)
 	var got []redlock.Leader
