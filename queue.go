@@ -105,13 +105,14 @@ type line struct {
 }
 
 // enter joins the line for key and returns once the call is at its
-// front, or ctx's error when ctx ends first.
-func (ls *lines) enter(ctx contextLike, key string) (*line, error) {
+// front, or ctx's error when ctx ends first; waited reports whether it
+// waited behind another call.
+func (ls *lines) enter(ctx contextLike, key string) (ln *line, waited bool, err error) {
 	ls.mu.Lock()
 	if ls.m == nil {
 		ls.m = make(map[string]*line)
 	}
-	ln := ls.m[key]
+	ln = ls.m[key]
 	if ln == nil {
 		ln = &line{}
 		ls.m[key] = ln
@@ -119,14 +120,14 @@ func (ls *lines) enter(ctx contextLike, key string) (*line, error) {
 	ln.n++
 	if ln.n == 1 {
 		ls.mu.Unlock()
-		return ln, nil
+		return ln, false, nil
 	}
 	ch := make(chan struct{})
 	ln.next = append(ln.next, ch)
 	ls.mu.Unlock()
 	select {
 	case <-ch:
-		return ln, nil
+		return ln, true, nil
 	case <-ctx.Done():
 	}
 	ls.mu.Lock()
@@ -135,13 +136,13 @@ func (ls *lines) enter(ctx contextLike, key string) (*line, error) {
 			ln.next = append(ln.next[:i], ln.next[i+1:]...)
 			ln.n--
 			ls.mu.Unlock()
-			return nil, ctx.Err()
+			return nil, true, ctx.Err()
 		}
 	}
 	ls.mu.Unlock()
 	// Handed the front as ctx ended: hand it on.
 	ls.leave(key, ln)
-	return nil, ctx.Err()
+	return nil, true, ctx.Err()
 }
 
 // more reports whether calls wait behind ln's front.

@@ -243,7 +243,9 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 // completed (ErrContended, ErrUnreachable, ...), so that a deadline
 // still says whether the lock was held or the nodes were down; its
 // *QuorumError lists that attempt's answers. When ctx ends before any
-// attempt completed, it matches ErrNotObtained and ctx.Err() only. Bad
+// attempt completed, it matches ErrNotObtained and ctx.Err() only; and
+// ErrContended too when the call waited behind another of its Client's
+// calls on the key, or its check-ins at the wait queue found it held. Bad
 // input and a misconfigured node set (ErrInvalid) are returned at once,
 // without retrying, and so is an attempt that values of a foreign type
 // at the key (see TryLock) alone made lose: more nodes failed with

@@ -29,11 +29,18 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 	// One call per key of this Client at a time sends attempts: the
 	// others wait in its line (queue.go).
 	lkey := lineKey(keys, fam)
-	ln, err := c.lines.enter(ctx, lkey)
+	ln, waited, err := c.lines.enter(ctx, lkey)
 	if err != nil {
-		return nil, c.unsentError(opAcquire, keysShown(keys, fam), ErrNotObtained, err)
+		// It waited behind another call of this Client on the key,
+		// which holds it or waits for it: contention, as an attempt's
+		// refusal would have said.
+		return nil, c.unsentError(opAcquire, keysShown(keys, fam), ErrNotObtained, ErrContended, err)
 	}
 	defer c.lines.leave(lkey, ln)
+	if waited && ctx.Err() != nil {
+		// Handed the front as ctx ended: as above.
+		return nil, c.unsentError(opAcquire, keysShown(keys, fam), ErrNotObtained, ErrContended, ctx.Err())
+	}
 	queued := c.queued(keys, cfg, fam)
 	w := ln.w // pub/sub hand-off, joined once the key is found held
 	if w != nil && w.queued.Load() != queued {
@@ -83,6 +90,11 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 					// Cut short by ctx, with nodes still pending: the
 					// completed attempt before it says more.
 					return nil, waitEnded(last, ctx.Err())
+				}
+				if err != nil && last == nil && waited && ctx.Err() != nil {
+					// The first attempt of a call that waited in its
+					// line, cut short by ctx: the wait was contention.
+					err = contendedToo(err)
 				}
 				return l, err
 			}
@@ -189,11 +201,24 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 			}
 		case <-ctx.Done():
 			if last == nil {
-				return nil, c.unsentError(opAcquire, keysShown(keys, fam), ErrNotObtained, ctx.Err())
+				// Only check-ins ran: they found the key held.
+				return nil, c.unsentError(opAcquire, keysShown(keys, fam), ErrNotObtained, ErrContended, ctx.Err())
 			}
 			return nil, waitEnded(last, ctx.Err())
 		}
 	}
+}
+
+// contendedToo returns err, a cut-short attempt's *QuorumError, matching
+// ErrContended too.
+func contendedToo(err error) error {
+	var qe *QuorumError
+	if !errors.As(err, &qe) || errors.Is(err, ErrContended) {
+		return err
+	}
+	e := *qe
+	e.reasons = append(append([]error(nil), qe.reasons...), ErrContended)
+	return &e
 }
 
 // keysShown returns the keys that errors name for a lock on keys of
