@@ -646,28 +646,7 @@ func TestQueueTinyNodeTimeoutMaxTries(t *testing.T) {
 		defer func() { _ = held.Unlock(context.Background()) }()
 		c1 := newClient(t, clients, tiny...)
 		c2 := newClient(t, clients, tiny...)
-		errs := make([]error, 8)
-		within(t, 10*time.Second, "Lock calls with a 1ms node timeout and 3 tries on a held key", func() {
-			var wg sync.WaitGroup
-			for i := range errs {
-				c := c1
-				if i%2 == 1 {
-					c = c2
-				}
-				wg.Go(func() {
-					l, err := c.Lock(context.Background(), k, qLease)
-					if l != nil {
-						_ = l.Unlock(context.Background())
-						err = errors.New("won a held key")
-					}
-					errs[i] = err
-				})
-			}
-			wg.Wait()
-		})
-		for i, err := range errs {
-			require.ErrorIs(t, err, redlock.ErrNotObtained, "call %d", i)
-		}
+		lockAllRefused(t, "Lock calls with a 1ms node timeout and 3 tries on a held key", k, 8, c1, c2)
 		requireIdle(t, 5*time.Second, c1, c2)
 	})
 	// The key is free: the two Clients contend with each other; each
@@ -734,10 +713,19 @@ func TestQueueMaxTriesBoundsLineSuccessor(t *testing.T) {
 
 	// Two calls of one Client, 3 tries each, no ctx deadline.
 	c := newClient(t, clients, redlock.WithMaxTries(3))
-	errs := make([]error, 2)
-	within(t, 10*time.Second, "two Lock calls of one Client with WithMaxTries(3) on a held key", func() {
+	lockAllRefused(t, "two Lock calls of one Client with WithMaxTries(3) on a held key", k, 2, c)
+}
+
+// lockAllRefused runs n Lock calls on the held key k at once, taking
+// the Clients cs in turn, and requires each to return, within 10s, an
+// error matching ErrNotObtained.
+func lockAllRefused(t *testing.T, what, k string, n int, cs ...*redlock.Client) {
+	t.Helper()
+	errs := make([]error, n)
+	within(t, 10*time.Second, what, func() {
 		var wg sync.WaitGroup
 		for i := range errs {
+			c := cs[i%len(cs)]
 			wg.Go(func() {
 				l, err := c.Lock(context.Background(), k, qLease)
 				if l != nil {
