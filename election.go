@@ -3,16 +3,13 @@ package redlock
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/seed543a70bd/redlock/internal/node"
 	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
@@ -164,10 +161,15 @@ type Leadership struct {
 // Client's Close; when ctx ends the wait, an error matching
 // ErrNotObtained and ctx.Err() (and, when an attempt completed, its
 // reason, such as ErrContended, with the current leader's value in its
-// message); an error matching ErrNotObtained and a *QuorumError (Op
-// OpProclaim) with the nodes' ACL errors, at once, when their ACL refuses
-// what publishing the term runs (see docs/security.md); the errors of
-// Lock otherwise.
+// message; after a win whose term could not be published, that
+// failure); an error matching ErrNotObtained and a *QuorumError (Op
+// OpProclaim), at once, when publishing the term fails on too many nodes
+// for a reason no retry gets past: their ACL refuses what it runs (see
+// docs/security.md), or the election's history key holds a value none
+// of our kinds writes (ErrUnreachable, the server's WRONGTYPE); the
+// errors of Lock otherwise. A win whose term could not be published for
+// another reason is given back, and Campaign tries again after the
+// retry delay (WithRetryDelay).
 func (e *Election) Campaign(ctx context.Context, value string, ttl time.Duration, opts ...Option) (*Leadership, error) {
 	if err := e.check(); err != nil {
 		return nil, err
@@ -182,10 +184,20 @@ func (e *Election) Campaign(ctx context.Context, value string, ttl time.Duration
 	if cfg.meta != e.c.cfg.meta {
 		return nil, invalidf("WithMetadata does not apply to Campaign: the value is the leader's metadata")
 	}
-	opts = append(opts[:len(opts):len(opts)], WithFencing(), withMeta(electionMeta(0, value)))
+	opts = append(opts[:len(opts):len(opts)], WithFencing(), withMeta(wire.ElectionMeta(0, 0, value)))
+	var retry *time.Timer
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
+	var published error // the last win's failure to publish
 	for {
 		l, err := e.c.Lock(ctx, ElectionKey(e.name), ttl, opts...)
 		if err != nil {
+			if cerr := ctx.Err(); cerr != nil && published != nil {
+				return nil, e.publishFailed(published, cerr)
+			}
 			return nil, err
 		}
 		actx, cancel := context.WithCancel(context.Background())
@@ -202,37 +214,44 @@ func (e *Election) Campaign(ctx context.Context, value string, ttl time.Duration
 		// published: give the leadership back and campaign again.
 		cancel()
 		_ = l.Unlock(context.Background())
-		if ctx.Err() != nil {
-			return nil, errors.Join(ErrNotObtained, ctx.Err(), err)
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, e.publishFailed(err, cerr)
 		}
-		if deniedByACL(err) {
-			// The nodes refuse the history's commands: every win would
-			// end the same way.
-			return nil, errors.Join(ErrNotObtained, err)
+		published = err
+		if deniedByACL(err) || foreignBlocked(err) {
+			// The nodes refuse the history's commands, or hold a value
+			// none of our kinds writes at its key: every win would end
+			// the same way.
+			return nil, e.publishFailed(err, nil)
+		}
+		// Another attempt after the retry delay, as Lock's: at once, it
+		// would win and fail again as fast as the nodes answer.
+		d := jitter(cfg.retryDelay)
+		if retry == nil {
+			retry = time.NewTimer(d)
+		} else {
+			retry.Reset(d)
+		}
+		select {
+		case <-retry.C:
+		case <-ctx.Done():
+			return nil, e.publishFailed(err, ctx.Err())
 		}
 	}
 }
 
-// electionMeta is the metadata of a leadership: its term and value.
-func electionMeta(term int64, value string) string {
-	return "term " + strconv.FormatInt(term, 10) + ": " + value
-}
-
-// parseElectionMeta reads electionMeta's format.
-func parseElectionMeta(m string) (term int64, value string, ok bool) {
-	rest, ok := strings.CutPrefix(m, "term ")
-	if !ok {
-		return 0, "", false
+// publishFailed is Campaign's error when it won but could not publish
+// the term (err), and gave up: because ctx ended (ctxErr) or because no
+// retry can succeed. One line, matching ErrNotObtained, ctxErr and err's
+// reasons; errors.As reaches err's *QuorumError.
+func (e *Election) publishFailed(err, ctxErr error) error {
+	errs := []error{ErrNotObtained}
+	msg := "not obtained"
+	if ctxErr != nil {
+		errs = append(errs, ctxErr)
+		msg += ": " + ctxErr.Error()
 	}
-	n, value, ok := strings.Cut(rest, ": ")
-	if !ok {
-		return 0, "", false
-	}
-	term, err := strconv.ParseInt(n, 10, 64)
-	if err != nil || term < 0 {
-		return 0, "", false
-	}
-	return term, value, true
+	return causef(append(errs, err), "election %q: %s; elected, but the term could not be published: %s", e.name, msg, strings.TrimPrefix(err.Error(), "redlock: "))
 }
 
 func (ld *Leadership) check() error {
@@ -310,16 +329,19 @@ func (ld *Leadership) Lock() *Lock {
 // an election: on each node that holds the leadership, the stored value
 // is rewritten and its TTL kept, and observers are woken. It succeeds
 // when a quorum of nodes did. Proclaims of one leadership run one at a
-// time, so the last to return is what the nodes keep. Each node is given
-// the per-node timeout (WithNodeTimeout; default 200ms).
+// time, so the last to return is what the nodes keep, and on each node
+// after the leadership's requests issued before them. Each node is given
+// the leadership's per-node timeout, as its extensions (WithNodeTimeout;
+// by default derived from the TTL, see DefaultNodeTimeout).
 //
 // Errors: ErrInvalid for a nil or zero *Leadership, a nil ctx or a value
 // over MaxMetadata bytes; ctx's error when ctx ends first; after Resign,
 // or once the leadership is lost, an error matching ErrNotHeld; a
 // *QuorumError (Op OpProclaim) matching ErrNotHeld, and ErrUnreachable
-// when failed nodes prevented the quorum. A failed Proclaim may have
-// changed the value on some nodes: Leader then reports the value the
-// most of its nodes hold; Proclaim again.
+// when failed nodes prevented the quorum (a node whose history key holds
+// a value none of our kinds writes fails with WRONGTYPE). A failed
+// Proclaim may have changed the value on some nodes; Leader and Observe
+// go on reporting the last value a quorum holds. Proclaim again.
 func (ld *Leadership) Proclaim(ctx context.Context, value string) error {
 	if err := ld.check(); err != nil {
 		return err
@@ -334,23 +356,22 @@ func (ld *Leadership) Proclaim(ctx context.Context, value string) error {
 	resigned := ld.resigned
 	ld.mu.Unlock()
 	if resigned {
-		qe := ld.e.c.unsentError(opExtend, ld.l.Keys(), ErrNotHeld)
-		qe.Op = OpProclaim
-		return qe
+		return ld.e.c.unsentError(opProclaim, ld.l.Keys(), ErrNotHeld)
 	}
 	return ld.proclaim(ctx, value)
 }
 
-// proclaim writes the leadership's term and value on the nodes.
+// proclaim writes the leadership's term and value on the nodes: a round
+// of its own (quorum.go), through the nodes' queues, so that on each
+// node it runs after the leadership's acquire and extensions handed to
+// that node before it.
 func (ld *Leadership) proclaim(ctx context.Context, value string) error {
 	ld.pmu.Lock()
 	defer ld.pmu.Unlock()
-	if ld.l.Validity() <= 0 {
-		qe := ld.e.c.unsentError(opExtend, ld.l.Keys(), ErrNotHeld)
-		qe.Op = OpProclaim
-		return qe
-	}
 	c, l := ld.e.c, ld.l
+	if l.Validity() <= 0 {
+		return c.unsentError(opProclaim, l.Keys(), ErrNotHeld)
+	}
 	wk := c.cfg.prefix + l.keys[0]
 	ch := c.cfg.prefix + ReleaseChannel(l.keys[0])
 	tok, _ := wire.SplitValue(l.token)
@@ -361,58 +382,23 @@ func (ld *Leadership) proclaim(ctx context.Context, value string) error {
 	l.mu.Lock()
 	ttl := l.ttl // an extension may set it meanwhile
 	l.mu.Unlock()
+	term := l.Fence()
 	p := &wire.Proclaim{
-		Key: wk, Old: l.token, Value: wire.Value(tok, electionMeta(l.Fence(), value)),
+		Key: wk, Old: l.token, Value: wire.Value(tok, wire.ElectionMeta(term, seq, value)),
 		Channel: ch, Msg: electedMsg,
-		History: termsKey(wk), Term: l.Fence(), Member: wire.TermMember(l.Fence(), seq, value),
+		History: termsKey(wk), Term: term, Member: wire.TermMember(term, seq, value),
 		Keep: electionHistoryLen, ExpireMS: electionHistoryTTL(ttl).Milliseconds(),
 	}
-	start := time.Now()
-	res, got, err := eachNode(ctx, c, l.cfg, func(ctx context.Context, i int, nd *node.Node) NodeResult {
-		r, err := evalRead(ctx, nd, p.Args)
-		nr := NodeResult{Node: i, Addr: nd.Addr, Latency: time.Since(start)}
-		v, ok := r.(int64)
-		switch {
-		case err != nil:
-			nr.Status, nr.Err = NodeFailed, err
-		case !ok:
-			nr.Status, nr.Err = NodeFailed, wire.ErrUnexpectedReply(r)
-		case v == 1:
-			nr.Status = NodeOK
-		case v == -1:
-			nr.Status = NodeTaken
-		default:
-			nr.Status = NodeAbsent
-		}
-		return nr
-	})
-	if err != nil {
-		return err
+	req := &request{w: *p.Request(len(c.nodes), l.token), keys: l.keys}
+	req.w.TTL = ttl // the round's per-node timeout is the leadership's
+	out := c.runReq(ctx, req, l.cfg)
+	if !out.won {
+		return out.err
 	}
-	qe := &QuorumError{Op: OpProclaim, Keys: l.Keys(), Quorum: c.need, Nodes: res}
-	failed := 0
-	for i, nd := range c.nodes {
-		if !got[i] {
-			res[i] = NodeResult{Node: i, Addr: nd.Addr, Status: NodeFailed, Err: ErrNodeTimeout}
-		}
-		switch res[i].Status {
-		case NodeOK:
-			qe.OK++
-		case NodeFailed:
-			failed++
-		}
-	}
-	if qe.OK >= c.need {
-		ld.mu.Lock()
-		ld.val = value
-		ld.mu.Unlock()
-		return nil
-	}
-	qe.reasons = []error{ErrNotHeld}
-	if failed > len(c.nodes)-c.need {
-		qe.reasons = append(qe.reasons, ErrUnreachable)
-	}
-	return qe
+	ld.mu.Lock()
+	ld.val = value
+	ld.mu.Unlock()
+	return nil
 }
 
 // Resign ends the leadership at once: it releases the election's key on
@@ -451,42 +437,176 @@ func (ld *Leadership) Resign(ctx context.Context) error {
 
 // Leader returns the election's leader as a quorum of nodes sees it: its
 // value, term and remaining validity, read from every node once (each
-// given the per-node timeout, WithNodeTimeout, default 200ms).
+// given the per-node timeout, WithNodeTimeout, default 200ms). The value
+// is the last publication of the leadership (Campaign's, or a
+// successful Proclaim's) that a quorum of nodes holds in the election's
+// history: what a failed Proclaim left on fewer is not reported.
 //
-// Errors: ErrInvalid for a nil or zero *Election or a nil ctx; ctx's
-// error; an error matching ErrNoLeader when enough nodes answered to
-// tell that nobody leads; an error matching ErrUnreachable when too few
-// answered to tell (it says how many).
+// Errors: ErrInvalid for a nil or zero *Election or a nil ctx; ErrClosed
+// after Close; ctx's error; an error matching ErrNoLeader when enough
+// nodes answered to tell that nobody leads; an error matching
+// ErrUnreachable when too few answered to tell (it says how many).
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	if err := e.check(); err != nil {
 		return Leader{}, err
 	}
-	h, err := e.c.Inspect(ctx, ElectionKey(e.name))
+	if ctx == nil {
+		return Leader{}, invalidf("nil context")
+	}
+	if e.c.isClosed() {
+		return Leader{}, ErrClosed
+	}
+	v, err := e.read(ctx, 0)
 	if err != nil {
 		return Leader{}, err
 	}
-	return e.leaderOf(h)
+	return v.cur, v.lerr
 }
 
-// leaderOf is the leader an inspection of the election's key found:
-// Leader's result.
-func (e *Election) leaderOf(h *Holding) (Leader, error) {
+// electionRead is what one read of an election found: its key as
+// Inspect reads it, the leader it shows (Leader's result), and the
+// election's history read after it.
+type electionRead struct {
+	h    *Holding
+	cur  Leader
+	seq  int64 // cur's publication in its term (history seq); -1 when not known
+	lerr error // Leader's error when it reports none
+	hist historyRead
+}
+
+// read reads the election's key from every node, then its history from
+// term from on (lowered to the leader's term), and decides the leader.
+// With from 0 the history is read from the leader's term, and not at
+// all when there is no leader. The key first: what it shows was written
+// before the history is read, so the history (while intact) holds it.
+func (e *Election) read(ctx context.Context, from int64) (electionRead, error) {
+	c := e.c
+	h, err := c.inspect(ctx, &c.cfg, c.cfg.prefix+ElectionKey(e.name))
+	if err != nil {
+		return electionRead{}, err
+	}
+	v := electionRead{h: h, seq: -1}
+	metas, term := leaderMetas(h)
+	if term > 0 && (from <= 0 || term < from) {
+		from = term
+	}
+	if from > 0 {
+		v.hist = e.history(ctx, from)
+		if err := ctx.Err(); err != nil {
+			return electionRead{}, err
+		}
+	}
+	v.cur, v.seq, v.lerr = e.leaderOf(h, metas, term, &v.hist)
+	return v, nil
+}
+
+// leaderMetas returns the metadata of the holder an inspection found on
+// a quorum, one per node that holds it, and the highest term among them
+// (-1 when none is an election's value: a lock taken on the key by
+// other means, or no holder).
+func leaderMetas(h *Holding) (metas []string, term int64) {
+	term = -1
+	if h.State != HoldHeld {
+		return nil, term
+	}
+	id := h.Holders[0].ID
+	for _, n := range h.Nodes {
+		if n.Err != nil {
+			continue
+		}
+		for _, x := range n.Holders {
+			if x.ID != id {
+				continue
+			}
+			metas = append(metas, x.Metadata)
+			if t, _, _, ok := wire.ParseElectionMeta(x.Metadata); ok {
+				term = max(term, t)
+			}
+		}
+	}
+	return metas, term
+}
+
+// leaderOf is the leader an inspection h found, with metas and term from
+// leaderMetas, and the history read after it: Leader's result, and the
+// publication it reports (-1 when not known).
+//
+// The value is the latest publication of the term that a quorum holds in
+// its history, or, when the history answers show none surely on a
+// quorum, the earliest that may be.
+// A term with publications in the history but none that may be on a
+// quorum has not published yet (its Campaign's publication is under way,
+// or failed): no leader yet. Where the history has none of the term
+// (expired), or too few nodes answered it, the value is read from the
+// holder's metadata: the one a quorum holds, else the earliest
+// publication among them, which a later failed Proclaim cannot be.
+func (e *Election) leaderOf(h *Holding, metas []string, term int64, hr *historyRead) (Leader, int64, error) {
+	c := e.c
 	switch h.State {
 	case HoldHeld:
-		term, value, ok := parseElectionMeta(h.Metadata)
 		switch {
-		case !ok:
+		case term < 0:
 			// Not a leadership's metadata: a lock taken on the key by
 			// other means.
-			return Leader{Value: h.Metadata, Term: h.Fence, Validity: h.TTL}, nil
-		case term > 0:
-			return Leader{Value: value, Term: term, Validity: h.TTL}, nil
+			return Leader{Value: h.Metadata, Term: h.Fence, Validity: h.TTL}, -1, nil
+		case term == 0:
+			return Leader{}, -1, causef([]error{ErrNoLeader}, "election %q: no leader yet: one is being elected", e.name)
 		}
-		return Leader{}, causef([]error{ErrNoLeader}, "election %q: no leader yet: one is being elected", e.name)
+		cur := Leader{Term: term, Validity: h.TTL}
+		if e.historyEnough(hr.answered) {
+			var seen, sure, may *historyEntry
+			for k := range hr.entries {
+				x := &hr.entries[k]
+				if x.Term != term {
+					continue
+				}
+				seen = x
+				s, m := quorumCount(x.n, hr.answered, len(c.nodes), c.need)
+				if s {
+					sure = x
+				}
+				if m && may == nil {
+					may = x
+				}
+			}
+			if sure == nil {
+				// None surely on a quorum: too few answered for the
+				// publications on a bare quorum to show as such, and a
+				// later one that may be on a quorum may as well be a
+				// failed Proclaim's. The earliest that may be is the
+				// safer: its Campaign's publication, which succeeded.
+				sure = may
+			}
+			switch {
+			case sure != nil:
+				cur.Value = sure.Value
+				return cur, sure.Seq, nil
+			case seen != nil:
+				return Leader{}, -1, causef([]error{ErrNoLeader}, "election %q: no leader yet: term %d is being published", e.name, term)
+			}
+		}
+		counts := map[string]int{}
+		best, bestSeq := "", int64(math.MaxInt64)
+		for _, m := range metas {
+			t, seq, v, ok := wire.ParseElectionMeta(m)
+			if !ok || t != term {
+				continue
+			}
+			counts[m]++
+			if sure, _ := quorumCount(counts[m], len(metas), len(metas), c.need); sure {
+				best, bestSeq = v, seq
+				break
+			}
+			if seq < bestSeq {
+				best, bestSeq = v, seq
+			}
+		}
+		cur.Value = best
+		return cur, bestSeq, nil
 	case HoldFree:
-		return Leader{}, causef([]error{ErrNoLeader}, "election %q: no leader (%d of %d nodes answered)", e.name, answered(h), len(h.Nodes))
+		return Leader{}, -1, causef([]error{ErrNoLeader}, "election %q: no leader (%d of %d nodes answered)", e.name, answered(h), len(h.Nodes))
 	}
-	return Leader{}, causef([]error{ErrUnreachable}, "election %q: leader unknown: %d of %d nodes answered, too few to tell (%d needed)%s", e.name, answered(h), len(h.Nodes), e.c.need, firstNodeErr(h))
+	return Leader{}, -1, causef([]error{ErrUnreachable}, "election %q: leader unknown: %d of %d nodes answered, too few to tell (%d needed)%s", e.name, answered(h), len(h.Nodes), c.need, firstNodeErr(h))
 }
 
 // answered counts the nodes that answered an inspection.
@@ -502,10 +622,11 @@ func answered(h *Holding) int {
 
 // firstNodeErr names the first node error of an inspection, so that a
 // refusal (an ACL's NOPERM) reads in the error itself; "" when none.
+// Nodes count from 1, as in every message.
 func firstNodeErr(h *Holding) string {
 	for _, x := range h.Nodes {
 		if x.Err != nil {
-			return fmt.Sprintf(": node %d: %v", x.Node, x.Err)
+			return fmt.Sprintf(": node %d: %v", x.Node+1, x.Err)
 		}
 	}
 	return ""
@@ -575,6 +696,8 @@ func (e *Election) observe(ctx context.Context, out chan<- Leader) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-e.c.closed:
+			return
 		case <-w.wake:
 			backoff = 5 * time.Millisecond
 		case <-t.C:
@@ -607,28 +730,20 @@ func (e *Election) observeOnce(ctx context.Context, st *observeState, out chan<-
 	// leadership being elected then has a higher term, and no entry yet.
 	var ended int64
 	preEnough := false
+	from := max(st.term, 1)
 	if !st.started {
-		pre, a := e.history(ctx, 1)
-		preEnough = e.historyEnough(a)
-		for _, x := range pre {
+		pre := e.history(ctx, 1)
+		preEnough = e.historyEnough(pre.answered)
+		for _, x := range pre.entries {
 			ended = max(ended, x.Term)
 		}
+		from = ended + 1 // lowered to the leader's term, if any
 	}
-	// The leader first: what it shows was written before the history is
-	// read, so the history (while intact) holds it.
-	h, lerr := e.c.Inspect(ctx, ElectionKey(e.name))
-	var cur Leader
-	if lerr == nil {
-		cur, lerr = e.leaderOf(h)
-	}
-	from := st.term
-	if !st.started && lerr == nil {
-		from = cur.Term
-	}
-	entries, answered := e.history(ctx, max(from, 1))
-	if ctx.Err() != nil || e.c.isClosed() {
+	v, err := e.read(ctx, from)
+	if err != nil || ctx.Err() != nil || e.c.isClosed() {
 		return false, false
 	}
+	cur, lerr := v.cur, v.lerr
 	send := func(ld Leader) bool {
 		select {
 		case out <- ld:
@@ -636,6 +751,8 @@ func (e *Election) observeOnce(ctx context.Context, st *observeState, out chan<-
 			st.term, st.value, st.sent = ld.Term, ld.Value, true
 			return true
 		case <-ctx.Done():
+			return false
+		case <-e.c.closed:
 			return false
 		}
 	}
@@ -645,7 +762,7 @@ func (e *Election) observeOnce(ctx context.Context, st *observeState, out chan<-
 			// above). Not after the fence counters: an acquire that
 			// has raised some nodes' counters may win with that term
 			// yet, and would be skipped.
-			if h == nil || h.State == HoldUnknown || !preEnough {
+			if v.h.State == HoldUnknown || !preEnough {
 				// Too few answers to tell: later. Without the
 				// leaderships that ended, the observer would start
 				// before them and deliver what came before it.
@@ -654,30 +771,23 @@ func (e *Election) observeOnce(ctx context.Context, st *observeState, out chan<-
 			st.term = ended
 			st.started, st.seq = true, math.MaxInt64
 		} else {
-			st.started, st.seq = true, -1
+			st.started = true
 			if !send(cur) {
 				return changed, false
 			}
+			st.seq = v.seq
 		}
 	}
-	if !e.historyEnough(answered) {
+	if !e.historyEnough(v.hist.answered) {
 		// An entry on a quorum may be missing from these answers, and
-		// an entry seen on one node passes history's filter: delivering
+		// an entry seen on one node passes the quorum filter: delivering
 		// it would place the observer past the missing one. Later.
 		return changed, true
 	}
-	if st.seq < 0 {
-		// Delivered from the leader read: place it at its entry. Enough
-		// nodes answered for an entry on a quorum to show, so when it
-		// does not, the history lost it (expired, or a lock taken on
-		// the key by other means) and the term's entries that do show
-		// are delivered.
-		for _, x := range entries {
-			if x.Term == st.term && x.Value == st.value {
-				st.seq = x.Seq
-			}
-		}
-	}
+	// After a delivery of a leader read whose publication is not known
+	// (st.seq -1: a lock taken on the key by other means), the term's
+	// entries that show follow it.
+	entries := e.onQuorum(&v.hist)
 	for _, x := range entries {
 		if x.Term < st.term || (x.Term == st.term && x.Seq <= st.seq) {
 			continue
@@ -688,21 +798,21 @@ func (e *Election) observeOnce(ctx context.Context, st *observeState, out chan<-
 			st.term = x.Term
 			continue
 		}
-		v := time.Duration(0)
+		d := time.Duration(0)
 		if lerr == nil && x.Term == cur.Term {
-			v = cur.Validity
+			d = cur.Validity
 		}
-		if !send(Leader{Value: x.Value, Term: x.Term, Validity: v}) {
+		if !send(Leader{Value: x.Value, Term: x.Term, Validity: d}) {
 			return changed, false
 		}
 	}
 	if lerr == nil && cur.Term > st.term {
 		// The history has nothing of this leadership (expired, or a
 		// lock taken on the key by other means): the leader read.
-		st.seq = -1
 		if !send(cur) {
 			return changed, false
 		}
+		st.seq = v.seq
 	}
 	return changed, true
 }
@@ -714,54 +824,71 @@ func (e *Election) historyEnough(answered int) bool {
 	return answered > len(e.c.nodes)-e.c.need
 }
 
-// history reads the election's history entries of term from or more
-// from every node (each given the per-node timeout, as Inspect does),
-// and returns those that may be on a quorum, in (term, seq) order, and
-// how many nodes answered. An entry seen on k of the a nodes that
-// answered may be on a quorum when k + (N − a) ≥ quorum.
-func (e *Election) history(ctx context.Context, from int64) (entries []wire.TermEntry, answered int) {
+// historyRead is one read of an election's history from every node: each
+// entry seen, with the number of nodes that hold it, in (term, seq)
+// order, and how many nodes answered.
+type historyRead struct {
+	entries  []historyEntry
+	answered int
+}
+
+// historyEntry is an entry of the history and the number of nodes, n,
+// whose answer held it.
+type historyEntry struct {
+	wire.TermEntry
+	n int
+}
+
+// onQuorum returns the entries of hr that may be on a quorum: seen on k
+// of the a nodes that answered, with k + (N − a) ≥ quorum.
+func (e *Election) onQuorum(hr *historyRead) []wire.TermEntry {
+	var out []wire.TermEntry
+	for _, x := range hr.entries {
+		if _, may := quorumCount(x.n, hr.answered, len(e.c.nodes), e.c.need); may {
+			out = append(out, x.TermEntry)
+		}
+	}
+	return out
+}
+
+// history reads the election's history entries of term from or more from
+// every node, through the nodes' queues (each given the per-node
+// timeout, as Inspect's reads). A node whose history is not a sorted set
+// (a value none of our kinds writes) fails, and does not count as
+// answered.
+func (e *Election) history(ctx context.Context, from int64) historyRead {
 	c := e.c
 	hk := c.cfg.prefix + ElectionTermsKey(e.name)
-	type answer struct {
-		es  []wire.TermEntry
-		err error
+	timeout := c.cfg.nodeTimeout
+	if timeout <= 0 {
+		timeout = inspectTimeout
 	}
-	res, got, _ := eachNode(ctx, c, &c.cfg, func(ctx context.Context, _ int, nd *node.Node) answer {
-		r, err := evalRead(ctx, nd, func(cmd string) []any { return wire.HistoryArgs(cmd, hk, from) })
-		if err != nil {
-			return answer{err: err}
-		}
-		es, err := wire.ParseHistory(r)
-		return answer{es, err}
-	})
-	type seen struct {
-		x wire.TermEntry
-		n int
-	}
-	by := map[string]*seen{}
-	for i, a := range res {
-		if !got[i] || a.err != nil {
+	reps, _, _ := c.read(ctx, wire.HistoryRequest(len(c.nodes), hk, from), timeout)
+	var hr historyRead
+	by := map[string]int{} // member: index in hr.entries
+	for _, r := range reps {
+		es, ok := r.Res.([]wire.TermEntry)
+		if r.St != wire.StatusOK || !ok {
 			continue
 		}
-		answered++
-		for _, x := range a.es {
-			k := x.Member
-			if by[k] == nil {
-				by[k] = &seen{x: x}
+		hr.answered++
+		for _, x := range es {
+			if x.Term <= 0 {
+				continue
 			}
-			by[k].n++
+			k, seen := by[x.Member]
+			if !seen {
+				k = len(hr.entries)
+				by[x.Member] = k
+				hr.entries = append(hr.entries, historyEntry{TermEntry: x})
+			}
+			hr.entries[k].n++
 		}
 	}
-	missing := len(c.nodes) - answered
-	for _, s := range by {
-		if s.x.Term > 0 && s.n+missing >= c.need {
-			entries = append(entries, s.x)
-		}
-	}
-	slices.SortFunc(entries, func(a, b wire.TermEntry) int {
+	slices.SortFunc(hr.entries, func(a, b historyEntry) int {
 		return cmp.Or(cmp.Compare(a.Term, b.Term), cmp.Compare(a.Seq, b.Seq), strings.Compare(a.Value, b.Value))
 	})
-	return entries, answered
+	return hr
 }
 
 // Run campaigns with value and, once elected, runs fn with a ctx that is

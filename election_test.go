@@ -2,10 +2,13 @@ package redlock_test
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -109,6 +112,7 @@ func TestElectionLeaderSaysWhichError(t *testing.T) {
 	require.ErrorIs(t, err, redlock.ErrUnreachable)
 	require.NotErrorIs(t, err, redlock.ErrNoLeader)
 	require.Contains(t, err.Error(), "1 of 3 nodes answered")
+	require.Contains(t, err.Error(), ": node 1: ", "want nodes counted from 1, as in every message")
 }
 
 // TestElectionKeysApartFromLocks pins that an election's key is its own:
@@ -1109,4 +1113,266 @@ func TestProclaimDuringExtensions(t *testing.T) {
 		require.Equal(t, v, lead.Value())
 		time.Sleep(5 * time.Millisecond) // spread the Proclaims over several extensions
 	}
+}
+
+// TestLeaderIgnoresFailedProclaim pins that Leader reports the value a
+// quorum holds, and that Observe delivers only what may be on a quorum,
+// in (term, seq) order. The leadership holds nodes 0 and 1, its key and
+// history gone from node 2; a Proclaim that node 1 fails reaches node 0
+// only and fails. Leader still reports Campaign's value (which sorts
+// after the failed one, so that no tie rule picks it by chance), an
+// Observe started then delivers it and nothing of the failed Proclaim,
+// and the next successful Proclaim follows.
+func TestLeaderIgnoresFailedProclaim(t *testing.T) {
+	_, clients := cluster(t, 3)
+	proclaim := failing(wire.ScriptProclaim.Src)
+	clients[1].AddHook(proclaim)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	name := key(t)
+	el := rl.Election(name)
+	lead, err := el.Campaign(ctx, "b", 20*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lead.Resign(ctx) })
+	// Campaign returns once a quorum has its term; an acquire that timed
+	// out on the third node may land there later: wait until every node
+	// has the term, so that the failed Proclaim below meets the state
+	// described.
+	published := fmt.Sprintf("term %d: b", lead.Term())
+	eventually(t, 10*time.Second, func() bool {
+		for _, cl := range clients {
+			if !strings.HasSuffix(get(t, cl, redlock.ElectionKey(name)), published) {
+				return false
+			}
+		}
+		return true
+	}, "want every node to hold %q", published)
+	require.NoError(t, clients[2].Del(ctx, redlock.ElectionKey(name), redlock.ElectionTermsKey(name)).Err())
+
+	proclaim.armed.Store(true)
+	require.Error(t, lead.Proclaim(ctx, "a"), "a Proclaim that one node of three took")
+	proclaim.armed.Store(false)
+	ld, err := el.Leader(ctx)
+	require.NoError(t, err)
+	require.Equal(t, redlock.Leader{Value: "b", Term: lead.Term(), Validity: ld.Validity}, ld,
+		"want the value a quorum holds, not the failed Proclaim's")
+
+	octx, cancel := context.WithCancel(ctx)
+	o := watch(el.Observe(octx))
+	t.Cleanup(func() { cancel(); <-o.closed })
+	eventually(t, 10*time.Second, func() bool { return len(o.get()) > 0 }, "want the leader delivered")
+	require.NoError(t, lead.Proclaim(ctx, "c"))
+	requireSaw(t, []*observer{o}, []observed{{lead.Term(), "b"}, {lead.Term(), "c"}}, 0)
+}
+
+// holdScript is a go-redis hook that holds the commands running one
+// script (EVALSHA or EVAL, alone or in a pipeline) while armed, until
+// release is closed: a node that is slow to answer one request.
+type holdScript struct {
+	sha, src string
+	armed    atomic.Bool
+	held     chan struct{} // closed when the first command is held
+	once     sync.Once
+	release  chan struct{}
+}
+
+func newHoldScript(src any) *holdScript {
+	s := src.(string)
+	sum := sha1.Sum([]byte(s))
+	return &holdScript{sha: hex.EncodeToString(sum[:]), src: s, held: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (h *holdScript) hold(cmds ...redis.Cmder) {
+	if !h.armed.Load() {
+		return
+	}
+	for _, cmd := range cmds {
+		args := cmd.Args()
+		if len(args) < 2 {
+			continue
+		}
+		if a, _ := args[1].(string); a == h.sha || strings.Contains(a, h.src) {
+			h.once.Do(func() { close(h.held) })
+			<-h.release
+			return
+		}
+	}
+}
+
+func (h *holdScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *holdScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.hold(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *holdScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.hold(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+// TestProclaimWaitsForItsAcquire pins that a node runs one lock's
+// requests in the order they were issued, Proclaim's too. Node 2 holds
+// the leadership's acquire until Campaign, won on nodes 0 and 1, has
+// published its term; the publication must still land after the
+// acquire there. Then, with node 1 down, nodes 0 and 2 hold the term:
+// Leader reports the leader, and an Observe started then delivers it.
+func TestProclaimWaitsForItsAcquire(t *testing.T) {
+	nodes, clients := cluster(t, 3)
+	acquire := newHoldScript(wire.ScriptAcquireFenced.Src)
+	clients[2].AddHook(acquire)
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	// Every node's first contact, before the hold: a Client's first
+	// round waits for all of them.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	l, err := rl.Lock(wctx, key(t), 20*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(ctx))
+
+	el := rl.Election(key(t))
+	acquire.armed.Store(true)
+	var once sync.Once
+	let := func() { once.Do(func() { close(acquire.release) }) }
+	t.Cleanup(let)
+	lead, err := el.Campaign(ctx, "v", 20*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lead.Resign(ctx) })
+	<-acquire.held // node 2's acquire was sent, and is held
+	acquire.armed.Store(false)
+	let()
+	eventually(t, 10*time.Second, func() bool {
+		return strings.Contains(get(t, clients[2], redlock.ElectionKey(el.Name())), fmt.Sprintf("term %d: v", lead.Term()))
+	}, "want node 2 to hold the published term after its acquire")
+
+	require.NoError(t, nodes[1].Kill())
+	ld, err := el.Leader(ctx)
+	require.NoError(t, err, "a leader holds nodes 0 and 2")
+	require.Equal(t, "v", ld.Value)
+	require.Equal(t, lead.Term(), ld.Term)
+	octx, cancel := context.WithCancel(ctx)
+	o := watch(el.Observe(octx))
+	t.Cleanup(func() { cancel(); <-o.closed })
+	requireSaw(t, []*observer{o}, []observed{{lead.Term(), "v"}}, 0)
+}
+
+// TestObserveKeepsRepeatedValues pins that Observe places itself at the
+// publication its first leader read found, not at the last one with the
+// same value: "a" is elected, the observer delivers it while its history
+// reads fail, "b" and "a" are proclaimed, and once the history reads work
+// it delivers "b" and the second "a".
+func TestObserveKeepsRepeatedValues(t *testing.T) {
+	_, clients := cluster(t, 3)
+	history := failing(wire.ScriptHistory.Src)
+	for _, cl := range clients {
+		cl.AddHook(history)
+	}
+	rl := newClient(t, clients)
+	ctx := context.Background()
+	el := rl.Election(key(t))
+	lead, err := el.Campaign(ctx, "a", 20*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lead.Resign(ctx) })
+	history.armed.Store(true)
+	octx, cancel := context.WithCancel(ctx)
+	o := watch(el.Observe(octx))
+	t.Cleanup(func() { cancel(); <-o.closed })
+	eventually(t, 10*time.Second, func() bool { return len(o.get()) > 0 }, "want the first leader delivered")
+	require.NoError(t, lead.Proclaim(ctx, "b"))
+	require.NoError(t, lead.Proclaim(ctx, "a"))
+	history.armed.Store(false)
+	want := []observed{{lead.Term(), "a"}, {lead.Term(), "b"}, {lead.Term(), "a"}}
+	eventually(t, 10*time.Second, func() bool { return len(o.get()) >= len(want) }, "want %v delivered, got %v", want, o.get())
+	require.NoError(t, lead.Proclaim(ctx, "c")) // a last one, after which nothing else may show
+	want = append(want, observed{lead.Term(), "c"})
+	eventually(t, 10*time.Second, func() bool { return len(o.get()) >= len(want) }, "want %v delivered", want)
+	require.Equal(t, want, o.get())
+}
+
+// TestCampaignStopsOnForeignHistory pins that a value none of our kinds
+// writes at the election's history key fails the nodes that hold it, as
+// at a lock's key: with a list there on 2 of 3 nodes, Campaign wins but
+// cannot publish its term, and returns at once an error that says why
+// (ErrUnreachable, the server's WRONGTYPE), instead of winning again
+// until ctx ends. It leaves the election free.
+func TestCampaignStopsOnForeignHistory(t *testing.T) {
+	clients, rl := threeNodes(t)
+	ctx := context.Background()
+	name := key(t)
+	for _, cl := range clients[:2] {
+		require.NoError(t, cl.RPush(ctx, redlock.ElectionTermsKey(name), "someone's data").Err())
+	}
+	el := rl.Election(name)
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	lead, err := el.Campaign(cctx, "v", 20*time.Second)
+	require.Nil(t, lead)
+	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	require.ErrorIs(t, err, redlock.ErrUnreachable)
+	require.NotErrorIs(t, err, context.DeadlineExceeded, "Campaign retried until ctx ended")
+	require.Contains(t, err.Error(), "WRONGTYPE")
+	require.NotContains(t, err.Error(), "\n", "want a one-line error")
+	_, err = el.Leader(ctx)
+	require.ErrorIs(t, err, redlock.ErrNoLeader)
+}
+
+// TestObserveEndsWithClose pins that Client.Close closes an Observe
+// channel whose receiver stopped reading: the observer does not outlive
+// the Client.
+func TestObserveEndsWithClose(t *testing.T) {
+	_, clients := cluster(t, 3)
+	rl, err := redlock.New(clients, redlock.WithNodeTimeout(testNodeTimeout))
+	require.NoError(t, err)
+	ctx := context.Background()
+	el := rl.Election(key(t))
+	lead, err := el.Campaign(ctx, "a", 20*time.Second)
+	require.NoError(t, err)
+	ch := el.Observe(ctx) // never read until Close
+	require.NoError(t, lead.Proclaim(ctx, "b"))
+	eventually(t, 10*time.Second, func() bool { return observing("observeOnce.func1(") },
+		"want the observer waiting to deliver")
+	require.NoError(t, lead.Resign(ctx))
+	require.NoError(t, rl.Close())
+	eventually(t, 10*time.Second, func() bool { return !observing("(*Election).observe(") }, "want the observer ended by Close")
+	for range ch {
+	}
+}
+
+// observing reports whether a goroutine of an Observe runs in fn: its
+// loop, or its delivery.
+func observing(fn string) bool {
+	buf := make([]byte, 1<<20)
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "redlock.(*Election)."+strings.TrimPrefix(fn, "(*Election)."))
+}
+
+// TestCampaignBacksOffWhenPublishFails: while 2 of 3 nodes fail the
+// term's publication, Campaign wins, gives the leadership back, and
+// tries again after its retry delay (WithRetryDelay), not at once; when
+// its ctx ends it returns a one-line error that matches ErrNotObtained
+// and ctx's error and says why the publication failed.
+func TestCampaignBacksOffWhenPublishFails(t *testing.T) {
+	_, clients := cluster(t, 3)
+	proclaim := failing(wire.ScriptProclaim.Src)
+	clients[0].AddHook(proclaim)
+	clients[1].AddHook(proclaim)
+	proclaim.armed.Store(true)
+	rl := newClient(t, clients)
+	const delay, ctxFor = 200 * time.Millisecond, time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), ctxFor)
+	defer cancel()
+	lead, err := rl.Election(key(t)).Campaign(ctx, "v", 20*time.Second, redlock.WithRetryDelay(delay))
+	require.Nil(t, lead)
+	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Contains(t, err.Error(), "injected failure")
+	require.NotContains(t, err.Error(), "\n", "want a one-line error")
+	// Each delay is at least delay/2: however slow the machine, no more
+	// wins than that allows, two failed publications each.
+	wins := proclaim.n.Load() / 2
+	require.LessOrEqual(t, wins, int64(1+ctxFor/(delay/2)), "want Campaign to wait between wins")
 }

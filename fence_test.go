@@ -145,29 +145,51 @@ func failing(src any) *failScript {
 }
 
 func (h *failScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessPipelineHook fails the script's commands in a pipeline (a
+// node's queued requests go out in one) and sends the others.
 func (h *failScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		rest := cmds[:0:0]
+		for _, cmd := range cmds {
+			if !h.fail(cmd) {
+				rest = append(rest, cmd)
+			}
+		}
+		if len(rest) == 0 {
+			return nil
+		}
+		return next(ctx, rest)
+	}
 }
+
 func (h *failScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		args := cmd.Args()
-		if len(args) < 2 {
-			return next(ctx, cmd)
-		}
-		arg, _ := args[1].(string)
-		if name, _ := args[0].(string); strings.EqualFold(name, "eval") && strings.Contains(arg, h.src) {
-			sum := sha1.Sum([]byte(arg))
-			arg = hex.EncodeToString(sum[:])
-			h.shas.Store(arg, true)
-		}
-		if _, ours := h.shas.Load(arg); ours && h.armed.Load() {
-			h.n.Add(1)
-			err := errors.New("injected failure")
-			cmd.SetErr(err)
-			return err
+		if h.fail(cmd) {
+			return cmd.Err()
 		}
 		return next(ctx, cmd)
 	}
+}
+
+// fail fails cmd when it runs the script and h is armed.
+func (h *failScript) fail(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	if len(args) < 2 {
+		return false
+	}
+	arg, _ := args[1].(string)
+	if name, _ := args[0].(string); strings.EqualFold(name, "eval") && strings.Contains(arg, h.src) {
+		sum := sha1.Sum([]byte(arg))
+		arg = hex.EncodeToString(sum[:])
+		h.shas.Store(arg, true)
+	}
+	if _, ours := h.shas.Load(arg); ours && h.armed.Load() {
+		h.n.Add(1)
+		cmd.SetErr(errors.New("injected failure"))
+		return true
+	}
+	return false
 }
 
 // TestFenceRaiseRoundNeedsQuorum: when the second round cannot raise the

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/seed543a70bd/redlock/internal/node"
 	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
@@ -47,7 +46,9 @@ type Holder struct {
 
 // NodeHolding is one node's answer to Inspect.
 type NodeHolding struct {
-	Node int    // index of the node in the slice given to New (0-based)
+	// Node is the node's index in the slice given to New (0-based), as
+	// NodeResult.Node; messages number nodes from 1 (Node+1).
+	Node int
 	Addr string // the node's address, when the client exposes one
 	// Kind is what the node holds at the key: "none" (free), "key" (a
 	// key or path lock), "read" (readers), "sem" (a semaphore's permits),
@@ -116,33 +117,38 @@ func (c *Client) Inspect(ctx context.Context, key string, opts ...Option) (*Hold
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	wk := cfg.prefix + key
-	keys := [3]string{wk, FenceKey(wk), ReadersKey(wk)}
+	return c.inspect(ctx, cfg, cfg.prefix+key)
+}
+
+// inspect is Inspect of wk, a key on the wire. Its reads go through the
+// nodes' queues, behind the requests of the key's rounds already handed
+// to them: what a round won on a node shows in a later inspection.
+func (c *Client) inspect(ctx context.Context, cfg *config, wk string) (*Holding, error) {
+	timeout := cfg.nodeTimeout
+	if timeout <= 0 {
+		timeout = inspectTimeout
+	}
 	start := time.Now()
-	nodes, got, err := eachNode(ctx, c, cfg, func(ctx context.Context, i int, nd *node.Node) NodeHolding {
-		res, err := evalRead(ctx, nd, func(cmd string) []any { return wire.InspectArgs(cmd, keys) })
-		h := NodeHolding{Node: i, Addr: nd.Addr, Latency: time.Since(start)}
-		var in wire.Inspection
-		if err == nil {
-			in, err = wire.ParseInspect(res)
-		}
-		if err != nil {
-			h.Err = err
-			return h
-		}
-		h.Kind, h.Fence = string(in.Kind), in.Fence
-		for _, x := range in.Holders {
-			h.Holders = append(h.Holders, Holder{ID: x.ID, Metadata: x.Meta, TTL: x.TTL})
-		}
-		return h
-	})
+	reps, lats, err := c.read(ctx, wire.InspectRequest(len(c.nodes), [3]string{wk, FenceKey(wk), ReadersKey(wk)}), timeout)
 	if err != nil {
 		return nil, err
 	}
+	nodes := make([]NodeHolding, len(c.nodes))
 	for i, nd := range c.nodes {
-		if !got[i] {
-			nodes[i] = NodeHolding{Node: i, Addr: nd.Addr, Err: ErrNodeTimeout}
+		h := NodeHolding{Node: i, Addr: nd.Addr, Latency: lats[i]}
+		in, ok := reps[i].Res.(wire.Inspection)
+		switch {
+		case reps[i].Err != nil:
+			h.Err = reps[i].Err
+		case reps[i].St != wire.StatusOK || !ok:
+			h.Err = wire.ErrUnexpectedReply(reps[i].Res)
+		default:
+			h.Kind, h.Fence = string(in.Kind), in.Fence
+			for _, x := range in.Holders {
+				h.Holders = append(h.Holders, Holder{ID: x.ID, Metadata: x.Meta, TTL: x.TTL})
+			}
 		}
+		nodes[i] = h
 	}
 	return summarize(nodes, c.need, time.Since(start)), nil
 }
@@ -189,13 +195,18 @@ func summarize(nodes []NodeHolding, need int, elapsed time.Duration) *Holding {
 			s.fence = max(s.fence, n.Fence)
 		}
 	}
-	most := 0
+	answeredN := len(nodes) - failed
+	mayHold := false // a holder may be on a quorum, counting the silent nodes
 	var held []string
 	for id, s := range by {
-		most = max(most, s.nodes)
-		if s.nodes >= need {
+		sure, may := quorumCount(s.nodes, answeredN, len(nodes), need)
+		mayHold = mayHold || may
+		if sure {
 			held = append(held, id)
 		}
+	}
+	if _, may := quorumCount(0, answeredN, len(nodes), need); may {
+		mayHold = true // a holder the silent nodes alone may hold
 	}
 	slices.SortFunc(held, func(a, b string) int { return by[a].first - by[b].first })
 	h.Fence = answered
@@ -216,62 +227,10 @@ func summarize(nodes []NodeHolding, need int, elapsed time.Duration) *Holding {
 		h.State = HoldHeld
 		h.Metadata, h.TTL = h.Holders[0].Metadata, h.Holders[0].TTL
 		h.Fence = by[held[0]].fence
-	case most+failed < need:
+	case !mayHold:
 		h.State = HoldFree
 	default:
 		h.State = HoldUnknown
 	}
 	return h
-}
-
-// eachNode runs f on every node of c concurrently, each under a ctx
-// bounded by the per-node timeout (WithNodeTimeout, or inspectTimeout),
-// and returns when all have answered or that timeout has passed: out[i]
-// is node i's answer when got[i]. It returns ctx's error when ctx ends
-// first. Calls still running go on in the Client's goroutine group,
-// which Close waits for; their answers are dropped.
-func eachNode[T any](ctx context.Context, c *Client, cfg *config, f func(ctx context.Context, i int, nd *node.Node) T) (out []T, got []bool, err error) {
-	timeout := cfg.nodeTimeout
-	if timeout <= 0 {
-		timeout = inspectTimeout
-	}
-	type answer struct {
-		i int
-		v T
-	}
-	ch := make(chan answer, len(c.nodes)) // never blocks a late sender
-	for i, nd := range c.nodes {
-		c.spawn(func() error {
-			nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-			defer cancel()
-			ch <- answer{i, f(nctx, i, nd)}
-			return nil
-		}, true)
-	}
-	out, got = make([]T, len(c.nodes)), make([]bool, len(c.nodes))
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	for range c.nodes {
-		select {
-		case a := <-ch:
-			out[a.i], got[a.i] = a.v, true
-		case <-t.C:
-			return out, got, nil
-		case <-ctx.Done():
-			return out, got, ctx.Err()
-		}
-	}
-	return out, got, nil
-}
-
-// evalRead runs a script's command on nd (EVALSHA, and EVAL when the
-// node does not have it cached), outside the node's request queue:
-// Inspect, Leader and Proclaim send one command per node and are not
-// rounds of the lock.
-func evalRead(ctx context.Context, nd *node.Node, args func(cmd string) []any) (any, error) {
-	res, err := nd.C.Do(ctx, args("evalsha")...).Result()
-	if wire.IsNoScript(err) {
-		res, err = nd.C.Do(ctx, args("eval")...).Result()
-	}
-	return res, err
 }

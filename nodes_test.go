@@ -1471,6 +1471,41 @@ func TestDirectPathStoppedNodeBounded(t *testing.T) {
 	}, 4*time.Second, 20*time.Millisecond, "the cut-short acquire left its key")
 }
 
+// TestOneNodeCallReturnsAtCtxEnd: a Client of one node whose calls may
+// run on the caller's goroutine (the direct path) returns at ctx's end
+// when the node stops answering, as a Client of many does, though its
+// per-node timeout is far longer: the direct path, which cannot be cut
+// short, is not taken for a ctx that can end. Several attempts, each
+// after back-to-back calls that make the direct path ready.
+func TestOneNodeCallReturnsAtCtxEnd(t *testing.T) {
+	nodes := redistest.Nodes(t, 1)
+	rc := redis.NewClient(&redis.Options{Addr: nodes[0].Addr()})
+	t.Cleanup(func() { _ = rc.Close() })
+	const nodeTimeout = 12 * time.Second // a direct request may wait 2s a read
+	const ctxFor = 50 * time.Millisecond
+	const bound = 1500 * time.Millisecond // ctxFor on a loaded 2-core machine, under -race
+	c := newClient(t, []redis.UniversalClient{rc}, redlock.WithNodeTimeout(nodeTimeout))
+	t.Cleanup(func() { _ = nodes[0].Resume() })
+	ctx := context.Background()
+	for range 3 {
+		for range 20 {
+			l, err := c.TryLock(ctx, key(t), 30*time.Second)
+			require.NoError(t, err)
+			require.NoError(t, l.Unlock(ctx))
+		}
+		require.NoError(t, nodes[0].Pause())
+		cctx, cancel := context.WithTimeout(ctx, ctxFor)
+		start := time.Now()
+		_, err := c.TryLock(cctx, key(t), 30*time.Second)
+		took := time.Since(start)
+		cancel()
+		require.ErrorIs(t, err, redlock.ErrNotObtained)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Less(t, took, bound, "want TryLock to return at its ctx's end")
+		require.NoError(t, nodes[0].Resume())
+	}
+}
+
 // TestDirectPathMixedWithLeader: goroutines of a one-node Client contend
 // for a few keys, so that calls that find the node's pipe idle run their
 // own requests while others queue behind them and go out on the leader:

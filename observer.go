@@ -63,7 +63,7 @@ type NodeEvent struct {
 	// only.
 	Ctx     context.Context
 	Op      Op            // "lock", "extend", "unlock" or "fence"
-	Node    int           // the node's index in the list given to New
+	Node    int           // the node's index in the list given to New (0-based; messages say Node+1)
 	Addr    string        // the node's address, "" when its client has none
 	Status  NodeStatus    // the node's outcome: NodeOK, NodeTaken, NodeAbsent or NodeFailed
 	Err     error         // set when Status is NodeFailed
@@ -142,7 +142,7 @@ func (rd *round) observeNode(i int, r wire.Reply, lat time.Duration) {
 		return
 	}
 	nd := rd.c.nodes[i]
-	if o := rd.cfg.obs; o != nil {
+	if o := rd.cfg.obs; o != nil && rd.op != opProclaim {
 		o.ObserveNode(NodeEvent{Ctx: rd.parent, Op: opOf(rd.op), Node: i, Addr: nd.Addr, Status: NodeStatus(r.St), Err: r.Err, Latency: lat})
 	}
 	if l := rd.cfg.log; l != nil && nd.Guarded() && rd.op != opRelease {
@@ -152,6 +152,9 @@ func (rd *round) observeNode(i int, r wire.Reply, lat time.Duration) {
 
 // observeRound reports a decided round.
 func (rd *round) observeRound(out outcome) {
+	if rd.op == opProclaim {
+		return // not a round of the lock (see OpProclaim)
+	}
 	var err error
 	if out.err != nil {
 		err = out.err // never a typed nil

@@ -15,7 +15,7 @@ func Scenarios() []Scenario {
 		{Name: "kill-minority", Expect: ExpectSafe, run: killMinority,
 			Doc: "Mid-lock, kill -9 two of five nodes, keep them down for longer than the TTL (delayed restart), restart them empty; repeat. 0 violations, and locks are still granted while they are down and after."},
 		{Name: "kill-majority", Expect: ExpectUnavailable, run: outage([]int{0, 1, 2}, false),
-			Doc: "Mid-lock, kill -9 three of five nodes. While they are down every attempt fails with ErrNotObtained within a bounded time; after a delayed restart locks are granted again. 0 violations."},
+			Doc: "Mid-lock, kill -9 three of five nodes. Until a majority is up again (the first of them restarted) every attempt fails with ErrNotObtained within a bounded time and no lock is granted; after the delayed restarts locks are granted again. 0 violations."},
 		{Name: "pause", Expect: ExpectSafe, run: pause,
 			Doc: "Mid-lock, SIGSTOP two of five nodes for a while, then SIGCONT; repeat. Attempts stay bounded by the per-node timeout. 0 violations."},
 		{Name: "restart-no-guard", Expect: ExpectViolations, run: restart(false),

@@ -129,9 +129,13 @@ func killMinority(ctx context.Context, e *env) error {
 }
 
 // outage kills victims mid-lock, keeps them down for longer than the
-// TTL, then restarts them; no lock may be granted meanwhile, every
-// attempt must fail with ErrNotObtained within latencyBound, and locks
-// must be granted again after the restart.
+// TTL, then restarts them one by one; no lock may be granted while too
+// few nodes are up for a quorum (a majority, every node for a
+// MultiLock), every attempt made then must fail with ErrNotObtained
+// within latencyBound, and locks must be granted again after the
+// restarts. The window ends when the restart that brings a quorum back
+// begins: from there on a grant is legitimate, though other victims are
+// still down.
 func outage(victims []int, multi bool) func(ctx context.Context, e *env) error {
 	return func(ctx context.Context, e *env) error {
 		stop, err := e.start(ctx, workload{TTL: e.p.TTL, Multi: multi})
@@ -155,13 +159,17 @@ func outage(victims []int, multi bool) func(ctx context.Context, e *env) error {
 		if err := sleep(ctx, max(e.p.Duration/2, e.p.guard())); err != nil {
 			return err
 		}
-		for _, v := range victims {
+		n, ended := e.cl.N(), false
+		for k, v := range victims {
+			if !ended && quorumBack(n, len(victims)-k-1, multi) {
+				down.to, ended = clock.Now(), true
+			}
 			if err := e.cl.Restart(v); err != nil {
 				return err
 			}
 		}
-		down.to = clock.Now()
-		recovered := e.awaitProgress(ctx, down.to)
+		restarted := clock.Now()
+		recovered := e.awaitProgress(ctx, restarted)
 		err = sleep(ctx, e.p.Duration/4)
 		stop()
 		h := e.rec.History()
@@ -170,10 +178,20 @@ func outage(victims []int, multi bool) func(ctx context.Context, e *env) error {
 		}
 		e.checkFailures(h, down, victims)
 		if !recovered {
-			e.failf("no recovery: no lock granted within %v after the restart at %s", recoveryWait, ms(down.to))
+			e.failf("no recovery: no lock granted within %v after the restarts at %s", recoveryWait, ms(restarted))
 		}
 		return err
 	}
+}
+
+// quorumBack reports whether a lock can be granted on n nodes once the
+// victim restarted next is up, with still others of the victims down: a
+// majority of nodes up, or, for a MultiLock (multi), every node.
+func quorumBack(n, still int, multi bool) bool {
+	if multi {
+		return still == 0
+	}
+	return n-still >= n/2+1
 }
 
 // checkFailures checks that the attempts made wholly within w failed

@@ -756,6 +756,11 @@ func (s *stressRun) purgeOutside() {
 		var err error
 		pollFor(dialBreakerGrace, 50*time.Millisecond, func() bool {
 			err = purgeNode(ctx, c, s.xprefix+"*")
+			if err == nil {
+				// The elections of foreignHistory, whose keys begin with
+				// the election prefix.
+				err = purgeNode(ctx, c, redlock.ElectionKey(s.xprefix)+"*")
+			}
 			return err == nil
 		})
 		if err != nil {

@@ -7,11 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seed543a70bd/redlock"
 	"github.com/seed543a70bd/redlock/chaos"
+	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
 // The election operations: Campaign (then, while leader, Proclaim,
@@ -22,10 +27,20 @@ import (
 // (chaos.TermOrder), and fenceRegressions checks the term as a fence.
 // Beside them:
 //
-//   - Observe delivers in term order, without duplicates, never "no
-//     leader", and its channel closes once its ctx ends; no leadership
-//     whose term lies between two it delivered is missing (checked at
-//     the end, against the recorded sections);
+//   - Observe delivers in term order, never the same value twice in a
+//     row, never "no leader", and its channel closes once its ctx ends;
+//     no leadership whose term lies between two it delivered is missing
+//     (checked at the end, against the recorded sections); within a term
+//     it delivers the publications in the order published, skipping none
+//     that reached a quorum, and its first delivery is never a value a
+//     split Proclaim left on a minority (checkPublications); an Observe
+//     started before Proclaims that repeat its first value delivers them
+//     all (observeRacing);
+//   - Leader, after a split Proclaim, reports the last value on a quorum
+//     (leaderAfterSplit); a Campaign with a list at its history key stops
+//     at once with WRONGTYPE (foreignHistory); an Observe ends with its
+//     Client's Close (closeWhileObserved); a Client of one node returns at
+//     its ctx's end (oneNodeStep);
 //   - Inspect never returns a holder's token, of any lock the run took;
 //   - while no node is killed or paused, Inspect of a leader's own
 //     election says held, by its holder ID (the SHA-1 of its token), with a
@@ -54,23 +69,29 @@ func (s *stressRun) electionName(i int) string { return fmt.Sprintf("%se%d", s.p
 const stressElections = 2
 
 // electionStep runs one election operation, drawn from rng, and reports
-// whether it did.
-func (s *stressRun) electionStep(ctx context.Context, id int, rng *rand.Rand) bool {
-	if rng.IntN(100) >= electionStepShare {
+// whether it did: always, or in electionStepShare of the steps.
+func (s *stressRun) electionStep(ctx context.Context, id int, rng *rand.Rand, always bool) bool {
+	if !always && rng.IntN(100) >= electionStepShare {
 		return false
 	}
 	lk := pick(rng, s.quorum[rng.IntN(len(s.quorum))], s.multi[rng.IntN(len(s.multi))])
 	name := s.electionName(rng.IntN(stressElections))
 	switch p := rng.IntN(100); {
-	case p < 60:
+	case p < 55:
 		s.campaign(ctx, id, rng, lk, name)
-	case p < 80:
+	case p < 70:
 		keys := append([]string{redlock.ElectionKey(name), s.sem}, s.plain...)
 		keys = append(keys, s.fenced...)
 		keys = append(keys, s.rw...)
 		s.inspectAny(ctx, id, keys[rng.IntN(len(keys))])
-	default:
+	case p < 86:
 		s.observe(ctx, id, rng, name)
+	case p < 90:
+		s.foreignHistory(ctx, id)
+	case p < 94:
+		s.closeWhileObserved(ctx, id, name)
+	default:
+		s.oneNodeStep(ctx, id, rng)
 	}
 	return true
 }
@@ -116,6 +137,8 @@ func (s *stressRun) campaign(ctx context.Context, id int, rng *rand.Rand, lk *st
 	}
 	s.count(opCampaign + " won")
 	l := ld.Lock()
+	ls := &leading{ld: ld, name: name, values: []string{ld.Value()}}
+	s.publish(name, ld.Term(), ld.Value(), pubOK)
 	h := &stressHold{worker: id, lk: lk, l: l, attempt: at, acquired: s.clock.Now(), mode: chaos.ModeLeader}
 	h.note("%s won after %v (term %d)", what, took.Round(time.Microsecond), ld.Term())
 	s.holdStarted(h)
@@ -135,13 +158,17 @@ func (s *stressRun) campaign(ctx context.Context, id int, rng *rand.Rand, lk *st
 		if ld.Validity() <= 0 {
 			break
 		}
-		switch rng.IntN(4) {
+		switch rng.IntN(6) {
+		case 5:
+			s.observeRacing(ctx, h, ls, n)
 		case 0:
-			s.proclaim(ctx, rng, h, ld, n)
+			s.proclaim(ctx, rng, h, ls, n)
 		case 1:
 			s.inspectLeader(ctx, h, ld, name)
 		case 2:
-			s.leader(ctx, h, ld, name)
+			s.leader(ctx, h, ls)
+		case 3:
+			s.splitProclaim(ctx, rng, h, ls, n)
 		default:
 			s.fencedWrite(ctx, h)
 		}
@@ -163,15 +190,38 @@ func (s *stressRun) campaign(ctx context.Context, id int, rng *rand.Rand, lk *st
 	s.holdEnded(h)
 }
 
+// leading is what a leader's loop knows of its leadership.
+type leading struct {
+	ld     *redlock.Leadership
+	name   string
+	values []string // the values it published, for Proclaims that repeat one
+	// uncertain: the last Proclaim failed without a split, and may have
+	// landed on a quorum all the same: Leader may report it.
+	uncertain bool
+}
+
 // proclaim changes the leader's value under a context that ends at a
-// random instant.
-func (s *stressRun) proclaim(ctx context.Context, rng *rand.Rand, h *stressHold, ld *redlock.Leadership, n int) {
+// random instant; one in four republishes an earlier value of the
+// leadership, so that observers that place themselves by value (not by
+// publication) skip what lies between.
+func (s *stressRun) proclaim(ctx context.Context, rng *rand.Rand, h *stressHold, ls *leading, n int) {
 	s.count(opProclaim)
+	ld := ls.ld
 	cctx, stop, until := callCtx(ctx, rng, false)
 	defer stop()
 	v := fmt.Sprintf("worker %d, proclaim %d", h.worker, n)
+	if rng.IntN(4) == 0 {
+		v = ls.values[rng.IntN(len(ls.values))]
+	}
 	t0 := time.Now()
 	err := ld.Proclaim(cctx, v)
+	if err == nil {
+		s.publish(ls.name, ld.Term(), v, pubOK)
+		ls.values, ls.uncertain = append(ls.values, v), false
+	} else if !unsent(err) {
+		s.publish(ls.name, ld.Term(), v, pubUnknown)
+		ls.uncertain = true
+	}
 	s.checkBound(h.worker, fmt.Sprintf("Proclaim, ctx ending after %v", until), time.Since(t0), h.lk.roundWait(ld.Lock().TTL())+stressSlack)
 	switch {
 	case err == nil:
@@ -183,6 +233,13 @@ func (s *stressRun) proclaim(ctx context.Context, rng *rand.Rand, h *stressHold,
 		s.failf("worker %d: Proclaim: want nil, ErrNotHeld, ErrUnreachable or a context error, got %v (%s)", h.worker, err, h)
 	}
 	h.note("Proclaim(%q), ctx ending after %v: %v", v, until, errText(err))
+}
+
+// healthyNow reports whether no node is killed or paused now, nor was
+// within dialBreakerGrace.
+func (s *stressRun) healthyNow() bool {
+	healed := time.Duration(s.healedAt.Load())
+	return s.procFaultGen.Load()%2 == 0 && (healed == 0 || s.clock.Now()-healed >= dialBreakerGrace)
 }
 
 // healthyFor runs f and reports whether no node was killed or paused at
@@ -228,8 +285,12 @@ func (s *stressRun) inspectLeader(ctx context.Context, h *stressHold, ld *redloc
 }
 
 // leader reads the election's leader: while the leadership stays valid
-// and no node is killed or paused, it must report the leader's term.
-func (s *stressRun) leader(ctx context.Context, h *stressHold, ld *redlock.Leadership, name string) {
+// and no node is killed or paused, it must report the leader's term, and
+// its value when known: the last value a Proclaim published on a
+// quorum, not what a split Proclaim left on a minority.
+func (s *stressRun) leader(ctx context.Context, h *stressHold, ls *leading) {
+	ld, name := ls.ld, ls.name
+	want, certain := ld.Value(), !ls.uncertain
 	s.count(opLeader)
 	var got redlock.Leader
 	var err error
@@ -249,6 +310,9 @@ func (s *stressRun) leader(ctx context.Context, h *stressHold, ld *redlock.Leade
 	case valid && healthy && ctx.Err() == nil && (err != nil || got.Term != ld.Term()):
 		s.failf("worker %d: Leader of %s while it led (term %d) and every node ran: want term %d, got %+v, %v (%s)",
 			h.worker, name, ld.Term(), ld.Term(), got, err, h)
+	case valid && healthy && ctx.Err() == nil && certain && got.Value != want:
+		s.failf("worker %d: Leader of %s while it led (term %d) and every node ran: want the value on a quorum %q, got %q (%s)",
+			h.worker, name, ld.Term(), want, got.Value, h)
 	}
 }
 
@@ -303,7 +367,6 @@ func (s *stressRun) observe(ctx context.Context, id int, rng *rand.Rand, name st
 	defer cancel()
 	ch := s.inspector.Election(name).Observe(octx)
 	var got []redlock.Leader
-	seen := map[redlock.Leader]bool{}
 	var last int64
 	closed := false
 	for !closed {
@@ -313,16 +376,18 @@ func (s *stressRun) observe(ctx context.Context, id int, rng *rand.Rand, name st
 				closed = true
 				break
 			}
-			k := redlock.Leader{Term: l.Term, Value: l.Value}
 			switch {
 			case l.Term <= 0:
 				s.failf("worker %d: Observe of %s delivered %+v: want a leader", id, name, l)
 			case l.Term < last:
 				s.failf("worker %d: Observe of %s delivered term %d after term %d: want term order (delivered: %+v)", id, name, l.Term, last, append(got, l))
-			case seen[k]:
-				s.failf("worker %d: Observe of %s delivered term %d (%q) twice (delivered: %+v)", id, name, l.Term, l.Value, append(got, l))
+			case len(got) > 0 && got[len(got)-1].Term == l.Term && got[len(got)-1].Value == l.Value:
+				// A value published again later in its term is delivered
+				// again (checkPublications checks the order); twice in a
+				// row, never.
+				s.failf("worker %d: Observe of %s delivered term %d (%q) twice in a row (delivered: %+v)", id, name, l.Term, l.Value, append(got, l))
 			}
-			seen[k], last = true, max(last, l.Term)
+			last = max(last, l.Term)
 			got = append(got, l)
 		case <-octx.Done():
 			// The channel closes once its ctx ends: within a read's
@@ -344,7 +409,7 @@ func (s *stressRun) observe(ctx context.Context, id int, rng *rand.Rand, name st
 	if len(got) > 0 {
 		s.count(opObserve + " delivered")
 	}
-	if len(got) > 2 {
+	if len(got) > 0 {
 		s.mu.Lock()
 		s.observed = append(s.observed, observation{worker: id, name: name, got: got})
 		s.mu.Unlock()
@@ -386,5 +451,507 @@ func (s *stressRun) checkObserved(h chaos.History) {
 				s.failf("worker %d: Observe of %s delivered terms %d to %d but not leadership term %d (delivered: %+v)", o.worker, o.name, first, last, term, o.got)
 			}
 		}
+		s.checkPublications(o)
 	}
+}
+
+// What each leadership published, for the check of what Observe
+// delivered (checkPublications). A leader publishes its Campaign's value,
+// then each Proclaim's, one at a time, in the order recorded here, which
+// is the order of their places in the election's history.
+type publication struct {
+	value   string
+	outcome int // pubOK, pubUnknown or pubMinority
+}
+
+const (
+	pubOK       = iota // Campaign or Proclaim returned nil: on a quorum
+	pubUnknown         // Proclaim failed: it may have landed on a quorum all the same
+	pubMinority        // a split Proclaim: on fewer nodes than a quorum, for certain
+)
+
+// pubKey is the key of the publications of election name's term.
+func pubKey(name string, term int64) string { return fmt.Sprintf("%s/%d", name, term) }
+
+// publish records a publication of election name's term.
+func (s *stressRun) publish(name string, term int64, value string, outcome int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := pubKey(name, term)
+	s.pubs[k] = append(s.pubs[k], publication{value: value, outcome: outcome})
+}
+
+// unsent reports whether a Proclaim's error says it was never sent (its
+// leadership resigned or already lost): it took no place in the history.
+// One that its ctx cut short may have been sent, though no node's
+// answer came.
+func unsent(err error) bool {
+	var qe *redlock.QuorumError
+	if !errors.As(err, &qe) || isCtxErr(err) {
+		return false
+	}
+	for _, n := range qe.Nodes {
+		if n.Status != redlock.NodePending {
+			return false
+		}
+	}
+	return true
+}
+
+// checkPublications checks what observation o delivered against the
+// publications of each term it delivered: within a term, in the order
+// published, skipping none on a quorum between the first and the last
+// it delivered (a repeat of the value it delivered last aside, which
+// Observe does not deliver twice), and, for a term after its first, none
+// before the first it delivered either. Its first delivery, the leader
+// it read, is never a split Proclaim's value, which is on fewer nodes
+// than a quorum: Leader reports a value surely on a quorum, or the
+// earliest that may be. (A later delivery may be one: while an answer
+// is missing, a value on a bare quorum and a split one look alike, and
+// Observe delivers what may be on a quorum.) Terms without recorded
+// publications (a Campaign that could not publish its term) are not
+// checked here.
+func (s *stressRun) checkPublications(o observation) {
+	s.mu.Lock()
+	pubs := map[int64][]publication{}
+	for _, l := range o.got {
+		pubs[l.Term] = s.pubs[pubKey(o.name, l.Term)]
+	}
+	s.mu.Unlock()
+	for i := 0; i < len(o.got); {
+		term := o.got[i].Term
+		j := i
+		for j < len(o.got) && o.got[j].Term == term {
+			j++
+		}
+		ps := pubs[term]
+		last := j == len(o.got)
+		if len(ps) > 0 {
+			if why := matchTerm(ps, o.got[i:j], i == 0, last); why != "" {
+				s.failf("worker %d: Observe of %s, term %d: %s (delivered: %+v; published in term %d: %+v)", o.worker, o.name, term, why, o.got, term, ps)
+			}
+		}
+		i = j
+	}
+}
+
+// matchTerm matches the values an observer delivered in one term (got)
+// to that term's publications ps, in order, and returns what is wrong,
+// or "". first: the observation began with this term, and may start at
+// any publication; last: it ended with it, and need not reach the end.
+func matchTerm(ps []publication, got []redlock.Leader, first, last bool) string {
+	var why string
+	try := func(start int) bool {
+		k := start
+		prev := ""
+		for gi, g := range got {
+			for ; k < len(ps); k++ {
+				p := ps[k]
+				if p.value == g.Value {
+					break
+				}
+				if p.outcome == pubOK && p.value != prev && (gi > 0 || !first) {
+					why = fmt.Sprintf("skipped %q, published on a quorum before %q", p.value, g.Value)
+					return false
+				}
+			}
+			if k == len(ps) {
+				why = fmt.Sprintf("delivered %q out of the order published, or never published", g.Value)
+				return false
+			}
+			if ps[k].outcome == pubMinority && first && gi == 0 {
+				why = fmt.Sprintf("delivered first (the leader it read) %q, which a split Proclaim left on fewer nodes than a quorum", g.Value)
+				return false
+			}
+			prev = g.Value
+			k++
+		}
+		if !last {
+			for ; k < len(ps); k++ {
+				if ps[k].outcome == pubOK && ps[k].value != prev {
+					why = fmt.Sprintf("skipped %q, published on a quorum, before the next term", ps[k].value)
+					return false
+				}
+			}
+		}
+		return true
+	}
+	if !first {
+		if try(0) {
+			return ""
+		}
+		return why
+	}
+	for start := range ps {
+		if ps[start].value == got[0].Value && try(start) {
+			return ""
+		}
+	}
+	if why == "" {
+		why = fmt.Sprintf("delivered %q, never published in the term", got[0].Value)
+	}
+	return why
+}
+
+// splitHook is a go-redis hook on node i's clients that fails a
+// Proclaim, before it is sent, whose value names node i in its
+// "fail[...]" list: a Proclaim that reaches only the nodes it does not
+// name (splitProclaim).
+type splitHook int
+
+func (h splitHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h splitHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.fail(cmd) {
+			return cmd.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h splitHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		rest := cmds[:0:0]
+		for _, cmd := range cmds {
+			if !h.fail(cmd) {
+				rest = append(rest, cmd)
+			}
+		}
+		if len(rest) == 0 {
+			return nil
+		}
+		return next(ctx, rest)
+	}
+}
+
+// fail fails cmd when it carries a split value naming this node.
+func (h splitHook) fail(cmd redis.Cmder) bool {
+	tag := fmt.Sprintf(",%d,", int(h))
+	for _, a := range cmd.Args() {
+		v, ok := a.(string)
+		if !ok {
+			continue
+		}
+		if i := strings.Index(v, "fail["); i >= 0 {
+			if list, _, ok := strings.Cut(v[i+len("fail["):], "]"); ok && strings.Contains(","+list+",", tag) {
+				cmd.SetErr(errSplit)
+				return true
+			}
+		}
+	}
+	return false
+}
+
+var errSplit = errors.New("stress: split Proclaim: failed on this node on purpose")
+
+// splitProclaim makes a Proclaim that a minority takes, where the
+// leadership holds a quorum without every node: the leadership's key is
+// deleted on one node (while every node holds it, so that a quorum
+// keeps it), then a Proclaim goes out whose value the split hook fails
+// on half of the others. The value's first letter is random, so that a
+// tie between the nodes' values broken by their order would pick it
+// half the time. Leader must go on reporting the last value on a quorum
+// and Observe must not deliver it while every node runs.
+func (s *stressRun) splitProclaim(ctx context.Context, rng *rand.Rand, h *stressHold, ls *leading, n int) {
+	key := redlock.ElectionKey(ls.name)
+	tok, _, _ := strings.Cut(h.l.Token(), "\x00") // the token, without the metadata
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	for _, c := range s.inspect {
+		v, err := c.Get(rctx, key).Result()
+		if err != nil || (v != tok && !strings.HasPrefix(v, tok+"\x00")) {
+			return // not on every node: dropping one could lose the quorum
+		}
+	}
+	drop := rng.IntN(len(s.inspect))
+	if err := s.inspect[drop].Del(rctx, key).Err(); err != nil {
+		return
+	}
+	s.count(opProclaim + " split")
+	var rest []string
+	for i := range s.inspect {
+		if i != drop {
+			rest = append(rest, fmt.Sprint(i))
+		}
+	}
+	rng.Shuffle(len(rest), func(a, b int) { rest[a], rest[b] = rest[b], rest[a] })
+	fails := rest[:len(rest)/2]
+	v := fmt.Sprintf("%c worker %d, split %d, fail[%s]", 'a'+rng.IntN(26), h.worker, n, strings.Join(fails, ","))
+	err := ls.ld.Proclaim(ctx, v)
+	h.note("split Proclaim(%q) after dropping the key on node %d: %v", v, drop, errText(err))
+	switch {
+	case err == nil:
+		s.failf("worker %d: a Proclaim that %d of %d nodes took (split) succeeded (%s)", h.worker, len(rest)-len(fails), len(s.inspect), h)
+	case !unsent(err):
+		s.publish(ls.name, ls.ld.Term(), v, pubMinority)
+		s.leaderAfterSplit(ctx, h, ls, v)
+	}
+}
+
+// leaderAfterSplit reads the leader after a split Proclaim: the holders'
+// values tie, two against two, and Leader must still report the last
+// value on a quorum, not the split one. Checked when every node answered
+// an Inspect just before and just after the read, so that Leader's
+// reads, between them, saw every node (with nodes down, a value on a
+// bare quorum and the split one may look alike).
+func (s *stressRun) leaderAfterSplit(ctx context.Context, h *stressHold, ls *leading, split string) {
+	s.count(opLeader + " after a split")
+	key := redlock.ElectionKey(ls.name)
+	everyNode := func() bool {
+		hd, err := s.inspector.Inspect(ctx, key)
+		if err != nil {
+			return false
+		}
+		for _, n := range hd.Nodes {
+			if n.Err != nil {
+				return false
+			}
+		}
+		return true
+	}
+	want, certain := ls.ld.Value(), !ls.uncertain
+	before := everyNode() && ls.ld.Validity() > 0
+	got, err := s.inspector.Election(ls.name).Leader(ctx)
+	after := everyNode() && ls.ld.Validity() > 0
+	h.note("Leader after the split: %q, term %d: %v", got.Value, got.Term, errText(err))
+	if before && after && certain && err == nil && got.Term == ls.ld.Term() && got.Value != want {
+		// What each node holds now, value and last history entries, to
+		// tell a wrong reading from a split that reached a quorum.
+		var nodes []string
+		for i, c := range s.inspect {
+			m, _ := c.ZRange(ctx, redlock.ElectionTermsKey(ls.name), -3, -1).Result()
+			v, _ := c.Get(ctx, key).Result()
+			_, meta, _ := strings.Cut(v, "\x00")
+			nodes = append(nodes, fmt.Sprintf("node %d: %q, history %q", i+1, meta, m))
+		}
+		s.failf("worker %d: Leader of %s after a split Proclaim (%q) while every node answered: want the value on a quorum %q, got %q (now %s) (%s)",
+			h.worker, ls.name, split, want, got.Value, strings.Join(nodes, "; "), h)
+	}
+}
+
+// foreignHistory plants a list (a value none of our kinds writes) at an
+// election's history key on every node, and campaigns: Campaign wins but
+// cannot publish its term, and must return with an error matching
+// ErrNotObtained and ErrUnreachable that names the server's WRONGTYPE,
+// not win again and again until its ctx ends. It campaigns on a Client
+// with the default per-node timeout that dials the nodes directly, on
+// which a won attempt's publication meets the lists on at least three
+// nodes while at most two are faulted. The election is under xprefix,
+// outside the leftover check, and purged at the end.
+func (s *stressRun) foreignHistory(ctx context.Context, id int) {
+	var lk *stressLocker
+	for _, q := range s.quorum {
+		if q.nodeTimeout == 0 && !strings.Contains(q.name, "proxies") && !strings.Contains(q.name, "guard") {
+			lk = q
+			break
+		}
+	}
+	if lk == nil {
+		return
+	}
+	s.count(opCampaign + " on a foreign history")
+	name := s.freshKey("fh", true)
+	hk := redlock.ElectionTermsKey(name)
+	for _, c := range s.inspect {
+		_ = c.RPush(ctx, hk, "not a history").Err()
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	ld, err := electionOf(lk, name).Campaign(cctx, fmt.Sprintf("worker %d", id), 10*time.Second)
+	took := time.Since(t0)
+	if ld != nil {
+		// A node that was down when the list was planted: its history
+		// took the term, and a quorum may be reached without the others.
+		_ = ld.Resign(context.Background())
+		return
+	}
+	foreign := strings.Contains(err.Error(), "WRONGTYPE")
+	switch {
+	case ctx.Err() != nil:
+	case isCtxErr(err) && foreign:
+		s.failf("worker %d: Campaign(%s) with a list at its history key on every node won, could not publish its term (WRONGTYPE), and tried again until its ctx ended after %v: want it to stop at once: %v", id, name, took, err)
+	case isCtxErr(err):
+		// It never won (the nodes were busy or down): nothing to check.
+	case !errors.Is(err, redlock.ErrNotObtained) || !errors.Is(err, redlock.ErrUnreachable) || !foreign:
+		s.failf("worker %d: Campaign(%s) with a list at its history key on every node: want an error matching ErrNotObtained and ErrUnreachable that says WRONGTYPE, got after %v: %v", id, name, took, err)
+	}
+}
+
+// closeWhileObserved observes election name on a Client of its own whose
+// receiver never reads, then closes the Client: the observer must end
+// with it (checkGoroutines finds one left behind).
+func (s *stressRun) closeWhileObserved(ctx context.Context, id int, name string) {
+	s.count(opObserve + " of a closed Client")
+	c, err := redlock.New(s.direct)
+	if err != nil {
+		s.failf("worker %d: redlock.New: %v", id, err)
+		return
+	}
+	_ = c.Election(name).Observe(ctx) // never read
+	t := time.NewTimer(50 * time.Millisecond)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	t.Stop()
+	if err := c.Close(); err != nil {
+		s.failf("worker %d: Close of a Client with an observer: %v", id, err)
+	}
+}
+
+// oneNodeStep runs a TryLock on the one-node Client, whose per-node
+// timeout is 10s, under a ctx of tens of milliseconds: it must return at
+// the ctx's end, also while the node is paused.
+func (s *stressRun) oneNodeStep(ctx context.Context, id int, rng *rand.Rand) {
+	s.count(opTryLock + " on one node")
+	until := time.Duration(5+rng.IntN(95)) * time.Millisecond
+	cctx, cancel := context.WithTimeout(ctx, until)
+	defer cancel()
+	k := s.freshKey("one", true)
+	t0 := time.Now()
+	l, err := s.oneNode.TryLock(cctx, k, 10*time.Second)
+	s.checkBound(id, fmt.Sprintf("TryLock on the one-node Client, ctx ending after %v", until), time.Since(t0), until+stressSlack)
+	if err == nil {
+		_ = l.Unlock(context.Background())
+	}
+}
+
+// failHistory is a go-redis hook that fails the election history's reads
+// while armed, alone or in a pipeline: an observer whose history reads
+// do not get through.
+type failHistory struct{ armed atomic.Bool }
+
+func (f *failHistory) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f *failHistory) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if f.fail(cmd) {
+			return cmd.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (f *failHistory) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		rest := cmds[:0:0]
+		for _, cmd := range cmds {
+			if !f.fail(cmd) {
+				rest = append(rest, cmd)
+			}
+		}
+		if len(rest) == 0 {
+			return nil
+		}
+		return next(ctx, rest)
+	}
+}
+
+func (f *failHistory) fail(cmd redis.Cmder) bool {
+	if !f.armed.Load() {
+		return false
+	}
+	args := cmd.Args()
+	if len(args) < 2 {
+		return false
+	}
+	if a, _ := args[1].(string); a == wire.ScriptHistory.SHA || a == wire.ScriptHistory.Src {
+		cmd.SetErr(errors.New("stress: history read failed on purpose"))
+		return true
+	}
+	return false
+}
+
+// observeRacing starts an Observe of the leader's own election on a
+// Client of its own whose history reads fail, waits for its first
+// delivery (the leader's current value, from its leader read), then
+// proclaims another value and the first one again, lets the history reads
+// through and proclaims a third: the observer must deliver all three,
+// in order, after the first. An observer that places itself at the
+// last publication with the value it delivered skips the second.
+func (s *stressRun) observeRacing(ctx context.Context, h *stressHold, ls *leading, n int) {
+	s.count(opObserve + " racing Proclaims")
+	hook := &failHistory{}
+	var cls []redis.UniversalClient
+	for _, nd := range s.nodes {
+		c := stressNodeClient(s.t, nd.Addr())
+		c.AddHook(hook)
+		cls = append(cls, c)
+	}
+	defer func() {
+		for _, c := range cls {
+			_ = c.Close()
+		}
+	}()
+	oc, err := redlock.New(cls)
+	if err != nil {
+		s.failf("worker %d: redlock.New: %v", h.worker, err)
+		return
+	}
+	defer func() { _ = oc.Close() }()
+	hook.armed.Store(true)
+	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ch := oc.Election(ls.name).Observe(octx)
+	var got []redlock.Leader
+	recv := func(d time.Duration) bool {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case l, ok := <-ch:
+			if ok {
+				got = append(got, l)
+			}
+			return ok
+		case <-t.C:
+			return false
+		}
+	}
+	term := ls.ld.Term()
+	if !recv(2*time.Second) || got[0].Term != term {
+		return // no leader read in time, or not this leadership's
+	}
+	first := got[0].Value
+	want := []string{first, fmt.Sprintf("worker %d, racing %d", h.worker, n), first, fmt.Sprintf("worker %d, racing %d, after", h.worker, n)}
+	ok := s.proclaimValue(ctx, h, ls, want[1]) && s.proclaimValue(ctx, h, ls, want[2])
+	hook.armed.Store(false)
+	ok = ok && s.proclaimValue(ctx, h, ls, want[3])
+	for len(got) < len(want) && recv(3*time.Second) {
+	}
+	cancel()
+	for recv(time.Second) {
+	}
+	// What may be on a quorum may be delivered between them (a split
+	// Proclaim's value while an answer was missing): only the values
+	// of want are compared.
+	var vals []string
+	for _, l := range got {
+		if l.Term == term && slices.Contains(want, l.Value) {
+			vals = append(vals, l.Value)
+		}
+	}
+	h.note("Observe racing Proclaims delivered %q", vals)
+	if ok && ls.ld.Validity() > 0 && (len(vals) < len(want) || !slices.Equal(vals[:len(want)], want)) {
+		s.failf("worker %d: Observe of %s started before Proclaims of %q: want %q delivered in order, got %q (%s)", h.worker, ls.name, want[1:], want, vals, h)
+	}
+}
+
+// proclaimValue proclaims v for the leader, records it, and reports
+// whether it succeeded.
+func (s *stressRun) proclaimValue(ctx context.Context, h *stressHold, ls *leading, v string) bool {
+	s.count(opProclaim)
+	err := ls.ld.Proclaim(ctx, v)
+	h.note("Proclaim(%q): %v", v, errText(err))
+	switch {
+	case err == nil:
+		s.publish(ls.name, ls.ld.Term(), v, pubOK)
+		ls.values, ls.uncertain = append(ls.values, v), false
+		return true
+	case !unsent(err):
+		s.publish(ls.name, ls.ld.Term(), v, pubUnknown)
+		ls.uncertain = true
+	}
+	return false
 }

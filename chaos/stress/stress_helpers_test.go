@@ -114,6 +114,9 @@ type stressRun struct {
 	downs    map[int][][2]time.Duration // per node: when it was killed or paused
 	holds    map[string]*stressHold     // by token
 	observed []observation              // what each Observe delivered (stress_election_test.go)
+	pubs     map[string][]publication   // each leadership's publications, by election name and term (pubKey)
+	oneNode  *redlock.Client            // a Client of node 0 alone (oneNodeStep)
+	direct   []redis.UniversalClient    // the go-redis clients that dial the nodes directly
 	open     map[*stressHold]struct{}   // acquired and not yet unlocked
 	fresh    int                        // fresh keys used so far
 
@@ -141,6 +144,7 @@ func newStressRun(t *testing.T, seed int64, d time.Duration, families map[string
 		faults:     map[string]int{},
 		downs:      map[int][][2]time.Duration{},
 		holds:      map[string]*stressHold{},
+		pubs:       map[string][]publication{},
 		open:       map[*stressHold]struct{}{},
 		restarts:   map[int][]restart{},
 		guardVotes: map[string]int{},
@@ -177,9 +181,12 @@ func newStressRun(t *testing.T, seed int64, d time.Duration, families map[string
 		t.Cleanup(p.Close)
 		s.proxies = append(s.proxies, p)
 		c := stressNodeClient(t, p.Addr())
+		c.AddHook(splitHook(i))
 		s.network = append(s.network, c)
 		proxied = append(proxied, c)
-		direct = append(direct, stressNodeClient(t, nd.Addr()))
+		dc := stressNodeClient(t, nd.Addr())
+		dc.AddHook(splitHook(i))
+		direct = append(direct, dc)
 	}
 	clients := func(handoff bool) []redis.UniversalClient {
 		if handoff {
@@ -279,6 +286,15 @@ func newStressRun(t *testing.T, seed int64, d time.Duration, families map[string
 	}
 	s.inspector = ins
 	s.addCloser(ins)
+	// A Client of one node, process-faulted, with a per-node timeout far
+	// longer than the contexts its calls get (oneNodeStep).
+	one, err := redlock.New(direct[:1], redlock.WithNodeTimeout(10*time.Second))
+	if err != nil {
+		t.Fatalf("redlock.New for the one-node Client: %v", err)
+	}
+	s.oneNode = one
+	s.addCloser(one)
+	s.direct = direct
 	t.Cleanup(s.closeLockers)
 
 	s.prefix = key(t) + ":"

@@ -58,9 +58,15 @@ import (
 //  5. Elections (stress_election_test.go): Campaign, Proclaim, Resign,
 //     Inspect, Leader and Observe. No two leaderships of one election
 //     are valid at once, and terms rise in election order (chaos.Check);
-//     Observe delivers in term order without duplicates; Inspect never
-//     returns a holder's token, and, while no node is killed or paused,
-//     agrees with the leader that calls it, as Leader does.
+//     Observe delivers in term order, each term's publications in the
+//     order published, skipping none on a quorum, and never first a value
+//     a split Proclaim left on a minority; Leader reports the last value
+//     on a quorum after a split Proclaim; a Campaign with a foreign value
+//     at its history key stops at once (WRONGTYPE); an observer ends with
+//     its Client's Close; a one-node Client returns at its ctx's end;
+//     Inspect never returns a holder's token, and, while no node is
+//     killed or paused, agrees with the leader that calls it, as Leader
+//     does.
 //  6. The contracts of the operation families of stress_contracts_test.go,
 //     which -stress.ops turns on one at a time (default: all): a resumed
 //     AutoExtend extends; a burst of thousands of calls on healthy nodes
@@ -170,9 +176,12 @@ const stressSemLimit = 2
 // cancelled wins must release every grant, late ones included.
 func (s *stressRun) worker(ctx context.Context, id int, rng *rand.Rand) {
 	for s.calmRLock(ctx) {
-		if id < stressStormers {
+		switch {
+		case id < stressStormers:
 			s.guard(id, func() { s.storm(ctx, id, rng) })
-		} else {
+		case id < stressStormers+stressElectioneers:
+			s.guard(id, func() { s.electionStep(ctx, id, rng, true) })
+		default:
 			s.guard(id, func() { s.step(ctx, id, rng) })
 		}
 		s.calm.RUnlock()
@@ -181,6 +190,11 @@ func (s *stressRun) worker(ctx context.Context, id int, rng *rand.Rand) {
 
 // stressStormers is how many workers run storm.
 const stressStormers = 2
+
+// stressElectioneers is how many workers, after the stormers, run only
+// election operations: Campaigns with Proclaims (split ones, and ones
+// that repeat a value) racing the Observes' first reads.
+const stressElectioneers = 3
 
 // storm makes one TryLock on a fresh key, with the longest TTL, and
 // cancels it at a random instant within 1.5ms; a win that stands is
@@ -222,7 +236,7 @@ func (s *stressRun) guard(id int, f func()) {
 
 // step draws one operation and runs it, with the hold that follows a win.
 func (s *stressRun) step(ctx context.Context, id int, rng *rand.Rand) {
-	if s.extraStep(ctx, id, rng) || s.electionStep(ctx, id, rng) {
+	if s.extraStep(ctx, id, rng) || s.electionStep(ctx, id, rng, false) {
 		return
 	}
 	q := s.quorum[rng.IntN(len(s.quorum))]

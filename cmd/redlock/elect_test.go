@@ -41,6 +41,28 @@ func TestElectRunsCommandAsLeader(t *testing.T) {
 	released(t, clients, redlock.ElectionKey(name), len(clients))
 }
 
+// `redlock status --election NAME` reads the election's key without the
+// user spelling it: the leader's metadata, its term and value.
+func TestStatusShowsElection(t *testing.T) {
+	_, clients, urls := cluster(t, 3)
+	name := testKey(t)
+	c, err := redlock.New(clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	ctx := context.Background()
+	lead, err := c.Election(name).Campaign(ctx, "host-a", 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lead.Resign(ctx) }()
+	r := cli(t, map[string]string{envNodes: urls}, "status", "--election", name)
+	if want := fmt.Sprintf("term %d: host-a", lead.Term()); r.code != exitOK || !strings.Contains(r.stdout, want) {
+		t.Errorf("want exit 0 and %q, got %d:\n%s%s", want, r.code, r.stdout, r.stderr)
+	}
+}
+
 // Two `redlock elect` processes on one name: only one runs its command at
 // a time, the other takes over when the first's command exits, with a
 // greater term. The commands outlast half the TTL, so the leadership is

@@ -17,7 +17,7 @@ import (
 	"github.com/seed543a70bd/redlock"
 )
 
-const statusUsage = `Usage: redlock status --nodes URL,... --key K [--timeout 1s] [--key-prefix P]
+const statusUsage = `Usage: redlock status --nodes URL,... (--key K | --election NAME) [--timeout 1s] [--key-prefix P]
 
 Reads every node once (the library's Inspect) and changes nothing. For each
 node: whether it answered, the holder (the first 8 characters of its ID, the
@@ -26,20 +26,23 @@ one per reader or permit of a read lock or semaphore), the holder's TTL on
 that node, and the fencing counter (FenceKey(K) = K:fence, "-" when absent).
 Then a summary: whether a holder is on a quorum of the nodes, the TTL that
 quorum guarantees, the fence, and the holder's metadata ('redlock run'
-stores "HOST pid PID: COMMAND"). An election's key is
-redlock:election:NAME. Exits 0 when every node answered, 69 when some did
-not.
+stores "HOST pid PID: COMMAND"). --election NAME reads the key of the
+election NAME (redlock:election:NAME, as 'redlock elect' and the
+library's Election use it): its holder is the leader, its metadata
+"term N: VALUE" (or "term N #S: VALUE" after the leader's S-th
+Proclaim). Exits 0 when every node answered, 69 when some did not.
 
 Flags:
 `
 
 // cmdStatus implements `redlock status`.
 func cmdStatus(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) int {
-	var nodes, key, prefix string
+	var nodes, key, election, prefix string
 	var timeout time.Duration
 	fs := newFlagSet("redlock status")
 	fs.StringVar(&nodes, "nodes", "", "comma-separated node URLs (default: $"+envNodes+")")
-	fs.StringVar(&key, "key", "", "the lock's key (required)")
+	fs.StringVar(&key, "key", "", "the lock's key (this or --election)")
+	fs.StringVar(&election, "election", "", "the `name` of an election, whose key is read instead of --key")
 	fs.StringVar(&prefix, "key-prefix", "", "`prefix` of the keys on the nodes, as given to redlock run (default: $"+envKeyPrefix+")")
 	durationVar(fs, &timeout, "timeout", time.Second, "how long to wait for each node (a `duration`)")
 	if err := parseFlags(fs, args); err != nil {
@@ -52,8 +55,15 @@ func cmdStatus(ctx context.Context, args []string, env func(string) string, stdo
 	prefix = keyPrefix(prefix, env)
 	var err error
 	switch {
+	case key != "" && election != "":
+		err = usagef("--key and --election both given: give one")
+	case election != "":
+		key = redlock.ElectionKey(election)
 	case key == "":
-		err = usagef("--key is required")
+		err = usagef("--key or --election is required")
+	}
+	switch {
+	case err != nil:
 	case timeout <= 0:
 		err = usagef("--timeout %v is not positive", timeout)
 	case fs.NArg() > 0:

@@ -48,6 +48,13 @@ import (
 // the timeout: failed here, where the leader would have waited for it;
 // once per directSlowFor at most.
 //
+// A caller's ctx that can end keeps its request on the leader: the direct
+// request cannot be cut short (go-redis does not stop a read at ctx's
+// end), and the round, waiting on a leader, returns at ctx's end as its
+// callers promise. A release (whose ctx is detached from the caller's
+// cancellation) and a call with a ctx that never ends take the direct
+// path.
+//
 // What stays on the leader: nodes not identified yet (first contact),
 // nodes with the restart guard on (its admission may send INFO through
 // the node's client), extension batches, clients other than a plain
@@ -213,7 +220,7 @@ func (nd *Node) checkDirect(p *pipe) {
 // connection found closed under the request, sent again through the
 // pool as on the leader). Otherwise the caller submits j (Submit).
 func (nd *Node) RunDirect(j Job) bool {
-	if j.B != nil || nd.guard != nil || !nd.identified.Load() {
+	if j.B != nil || nd.guard != nil || !nd.identified.Load() || j.Ctx.Done() != nil {
 		return false
 	}
 	d := directTimeout(j.Timeout)

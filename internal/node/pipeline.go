@@ -518,13 +518,14 @@ func firstErr(cmds []*redis.Cmd) error {
 }
 
 // laterSameTokenRan reports whether a request after k in the batch was
-// sent with k's token and may have run: any reply but NOSCRIPT, which
+// sent with k's token and may have run (a read has no token, and no
+// order to keep): any reply but NOSCRIPT, which
 // says the node did nothing (see sendBatch). The later requests' replies
 // are still those of the pipeline when sendBatch asks, as it goes in
 // order.
 func laterSameTokenRan(jobs []Job, cmds []*redis.Cmd, k int) bool {
 	for m := k + 1; m < len(jobs); m++ {
-		if cmds[m] != nil && jobs[m].Req != nil && jobs[m].Req.Token == jobs[k].Req.Token && !wire.IsNoScript(cmds[m].Err()) {
+		if cmds[m] != nil && jobs[m].Req != nil && jobs[k].Req.Token != "" && jobs[m].Req.Token == jobs[k].Req.Token && !wire.IsNoScript(cmds[m].Err()) {
 			return true
 		}
 	}

@@ -3,6 +3,7 @@ package wire
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // An election's history (key/proclaim.lua, key/history.lua) is a sorted
@@ -53,16 +54,20 @@ type Proclaim struct {
 	ExpireMS int64  // the history's expiry, refreshed by each write
 }
 
-// Args is the command of p, with cmd "evalsha" or "eval".
-func (p *Proclaim) Args(cmd string) []any {
-	script := ScriptProclaim.SHA
-	if cmd == "eval" {
-		script = ScriptProclaim.Src
-	}
+// Request is the request of p, prepared for n nodes, with token the
+// holder's token (so that the node's queue orders it as one of the
+// lock's requests). A node's reply classifies as StatusOK (rewritten),
+// StatusTaken (another holder's) or StatusAbsent (missing); a history
+// of another type than a sorted set fails the node with the server's
+// WRONGTYPE, as a lock's key of a foreign type does.
+func (p *Proclaim) Request(n int, token string) *Request {
+	r := &Request{Op: OpProclaim, Token: token}
 	if p.History == "" {
-		return []any{cmd, script, 1, p.Key, p.Old, p.Value, p.Channel, p.Msg}
+		r.prepareScript(n, ScriptProclaim, []string{p.Key}, p.Old, p.Value, p.Channel, p.Msg)
+		return r
 	}
-	return []any{cmd, script, 2, p.Key, p.History, p.Old, p.Value, p.Channel, p.Msg, p.Term, p.Member, p.Keep, p.ExpireMS}
+	r.prepareScript(n, ScriptProclaim, []string{p.Key, p.History}, p.Old, p.Value, p.Channel, p.Msg, p.Term, p.Member, p.Keep, p.ExpireMS)
+	return r
 }
 
 // TermEntry is one entry of an election's history as a node holds it.
@@ -73,15 +78,15 @@ type TermEntry struct {
 	Value  string
 }
 
-// HistoryArgs is the command that reads the entries of an election's
-// history (key/history.lua) with a term of at least from, with cmd
-// "evalsha" or "eval".
-func HistoryArgs(cmd, key string, from int64) []any {
-	script := ScriptHistory.SHA
-	if cmd == "eval" {
-		script = ScriptHistory.Src
-	}
-	return []any{cmd, script, 1, key, from}
+// HistoryRequest is the request that reads the entries of an election's
+// history (key/history.lua) with a term of at least from, prepared for n
+// nodes. A node's reply classifies as StatusOK with its []TermEntry in
+// Reply.Res; a history of another type than a sorted set (a value none
+// of our kinds writes) fails the node with the server's WRONGTYPE.
+func HistoryRequest(n int, key string, from int64) *Request {
+	r := &Request{Op: OpHistory}
+	r.prepareScript(n, ScriptHistory, []string{key}, from)
+	return r
 }
 
 // ParseHistory reads key/history.lua's reply, in its order.
@@ -105,4 +110,45 @@ func ParseHistory(res any) ([]TermEntry, error) {
 		out = append(out, TermEntry{Term: term, Member: m, Seq: seq, Value: value})
 	}
 	return out, nil
+}
+
+// An election's value on the nodes (the metadata of its lock, after the
+// token) is "term 17: host-a" for a leadership's first publication (its
+// Campaign's), and "term 17 #3: host-a" for its third Proclaim: the term,
+// the publication's place in the term (its history entry's seq), and the
+// value. The place lets a reader of the value tell which publication it
+// read, where values repeat.
+
+// ElectionMeta is the election value of the seq-th publication of value
+// by the leadership of term.
+func ElectionMeta(term, seq int64, value string) string {
+	t := strconv.FormatInt(term, 10)
+	if seq == 0 {
+		return "term " + t + ": " + value
+	}
+	return "term " + t + " #" + strconv.FormatInt(seq, 10) + ": " + value
+}
+
+// ParseElectionMeta reads ElectionMeta's format.
+func ParseElectionMeta(m string) (term, seq int64, value string, ok bool) {
+	rest, ok := strings.CutPrefix(m, "term ")
+	if !ok {
+		return 0, 0, "", false
+	}
+	head, value, ok := strings.Cut(rest, ": ")
+	if !ok {
+		return 0, 0, "", false
+	}
+	t, s, hasSeq := strings.Cut(head, " #")
+	term, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || term < 0 || (len(t) > 1 && t[0] == '0') || t[0] == '+' {
+		return 0, 0, "", false
+	}
+	if hasSeq {
+		seq, err = strconv.ParseInt(s, 10, 64)
+		if err != nil || seq <= 0 || s[0] == '+' {
+			return 0, 0, "", false
+		}
+	}
+	return term, seq, value, true
 }

@@ -55,15 +55,14 @@ type Inspection struct {
 	Holders []Holder
 }
 
-// InspectArgs is the command of an inspection of keys (the lock's key, its
-// fence counter and its readers key, on the wire), with cmd "evalsha" or
-// "eval".
-func InspectArgs(cmd string, keys [3]string) []any {
-	script := ScriptInspect.SHA
-	if cmd == "eval" {
-		script = ScriptInspect.Src
-	}
-	return []any{cmd, script, 3, keys[0], keys[1], keys[2], ReadMarker, LimitMember}
+// InspectRequest is the request of an inspection of keys (the lock's
+// key, its fence counter and its readers key, on the wire), prepared for
+// n nodes. A node's reply classifies as StatusOK with its Inspection in
+// Reply.Res, or as failed.
+func InspectRequest(n int, keys [3]string) *Request {
+	r := &Request{Op: OpInspect}
+	r.prepareScript(n, ScriptInspect, keys[:], ReadMarker, LimitMember)
+	return r
 }
 
 // ParseInspect reads key/inspect.lua's reply.

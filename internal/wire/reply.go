@@ -41,6 +41,9 @@ type Reply struct {
 	// next); StatusOK when the key is free and the waiter next,
 	// StatusTaken otherwise.
 	Rank int64
+	// Res is what a read answered (StatusOK): an Inspection for
+	// OpInspect, a []TermEntry for OpHistory.
+	Res any
 }
 
 // ErrInvalid is matched by every error about bad input; the root
@@ -50,10 +53,25 @@ var ErrInvalid = errors.New("redlock: invalid argument")
 // Classify turns a script's reply res to r (which the node answered
 // without an error) into a status: 1 granted or done, 0 absent (taken,
 // for an acquire), -1 taken, -2 a semaphore's limit mismatch. A reply of
-// another shape fails the node.
+// another shape fails the node. A read (OpInspect, OpHistory) is
+// StatusOK with its parsed answer in Res, or failed when it does not
+// parse.
 func Classify(r *Request, res any) Reply {
-	if r.Op == OpQueue {
+	switch r.Op {
+	case OpQueue:
 		return classifyQueue(res)
+	case OpInspect:
+		in, err := ParseInspect(res)
+		if err != nil {
+			return Reply{St: StatusFailed, Err: err}
+		}
+		return Reply{St: StatusOK, Res: in}
+	case OpHistory:
+		es, err := ParseHistory(res)
+		if err != nil {
+			return Reply{St: StatusFailed, Err: err}
+		}
+		return Reply{St: StatusOK, Res: es}
 	}
 	if r.Op == OpAcquire && r.Kind != KindPermit {
 		if h, ttl, ok := parseRefusal(res, r.Fenced); ok {

@@ -15,6 +15,13 @@ const (
 	OpRelease
 	OpFence // the second round of a fenced acquire: raise the counters
 	OpQueue // a waiting Lock's check-in at its key's wait queue (one node)
+	// The requests that are not a lock's rounds, sent through the same
+	// queue: a leadership's rewrite of its value (key/proclaim.lua), and
+	// the reads of Inspect (key/inspect.lua) and of an election's
+	// history (key/history.lua).
+	OpProclaim
+	OpInspect
+	OpHistory
 )
 
 // String returns the name the API reports for op: "lock", "extend",
@@ -29,6 +36,12 @@ func (o Op) String() string {
 		return "fence"
 	case OpQueue:
 		return "queue"
+	case OpProclaim:
+		return "proclaim"
+	case OpInspect:
+		return "inspect"
+	case OpHistory:
+		return "history"
 	}
 	return "unlock"
 }
@@ -262,16 +275,32 @@ func (r *Request) Prepare(n int, keys []string, ann Announce) {
 
 // prepareQueue is Prepare for OpQueue (key/queue.lua): no token.
 func (r *Request) prepareQueue(n int, key string, ann Announce) {
-	r.Script = ScriptQueue
 	q, named := QueueKeys(key)
-	tmpl := []any{"evalsha", r.Script.SHA, 3, key, q, named,
-		r.Queue.ID, r.Queue.Ticket, PXMillis(r.Queue.Life), PXMillis(r.Queue.Named), ann.Channel, ann.PrefixLen}
-	all := make([]any, 0, (n+1)*len(tmpl))
-	for range n + 1 {
-		all = append(all, tmpl...)
-	}
-	r.Argv, r.Width = all, len(tmpl)
+	r.prepareScript(n, ScriptQueue, []string{key, q, named},
+		r.Queue.ID, r.Queue.Ticket, PXMillis(r.Queue.Life), PXMillis(r.Queue.Named), ann.Channel, ann.PrefixLen)
 }
+
+// prepareScript builds the command of a request that runs script s
+// with keys and args, for n nodes, as Prepare does for a lock's round:
+// EVALSHA, with EVAL as the node's fallback (Request.EvalArgs).
+func (r *Request) prepareScript(n int, s *Script, keys []string, args ...any) {
+	r.Script = s
+	w := 3 + len(keys) + len(args)
+	all := make([]any, 0, (n+1)*w)
+	all = append(all, "evalsha", s.SHA, len(keys))
+	for _, k := range keys {
+		all = append(all, k)
+	}
+	all = append(all, args...)
+	for range n {
+		all = append(all, all[:w]...)
+	}
+	r.Argv, r.Width = all, w
+}
+
+// IsRead reports whether r only reads (Inspect, the history): it
+// changes nothing on the node.
+func (r *Request) IsRead() bool { return r.Op == OpInspect || r.Op == OpHistory }
 
 // announce appends to ex[:ne] the release channel arguments of a release
 // that is announced to waiters, and returns the new count.
