@@ -892,7 +892,10 @@ func (s *stressRun) observeRacing(ctx context.Context, h *stressHold, ls *leadin
 	}
 	defer func() { _ = oc.Close() }()
 	hook.armed.Store(true)
-	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	// Bounded by the waits below, not by a deadline of its own: one
+	// that ended while the Proclaims were still running (they may take
+	// seconds under the faults) cut the last delivery off.
+	octx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ch := oc.Election(ls.name).Observe(octx)
 	var got []redlock.Leader
