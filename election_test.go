@@ -495,9 +495,9 @@ type observer struct {
 	closed chan struct{}
 }
 
-// watch starts gathering what ch delivers.
-func watch(ch <-chan redlock.Leader) *observer {
-	o := &observer{closed: make(chan struct{})}
+// watch starts gathering what ch delivers, after seen.
+func watch(ch <-chan redlock.Leader, seen ...observed) *observer {
+	o := &observer{closed: make(chan struct{}), seen: seen}
 	go func() {
 		defer close(o.closed)
 		for ld := range ch {
@@ -794,10 +794,9 @@ func TestObserveSlowReceiver(t *testing.T) {
 	within(t, 60*time.Second, "leaderships while the receiver does not read", func() {
 		want = append([]observed{first}, leaderships(t, rng, el, 8, "a")...)
 	})
-	o := watch(ch)
-	o.mu.Lock()
-	o.seen = []observed{first}
-	o.mu.Unlock()
+	// What ch delivered before is seeded before the watcher starts: it
+	// receives the next delivery at once.
+	o := watch(ch, first)
 	requireSaw(t, []*observer{o}, want, seed)
 }
 

@@ -483,7 +483,7 @@ func (nd *Node) sendBatch(lc *leaderConn, jobs []Job, cmds []*redis.Cmd, reps []
 		}
 		res, err := cmd.Result()
 		if wire.IsNoScript(err) {
-			if laterSameTokenRan(jobs, cmds, k) {
+			if !req.LateHarmless() && laterSameTokenRan(jobs, cmds, k) {
 				reps[k] = wire.Reply{St: wire.StatusFailed, Err: fmt.Errorf("redlock: script not cached on the node and not retried out of order: %w", err)}
 				continue
 			}

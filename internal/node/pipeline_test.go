@@ -94,4 +94,20 @@ func TestBatchNoScriptSameToken(t *testing.T) {
 		require.Equal(t, wire.StatusOK, reps[1].St, "unlock: %v", reps[1].Err)
 		require.False(t, held(), "the extend ran after the unlock and set the key again")
 	})
+	t.Run("proclaim not cached, the later unlock ran", func(t *testing.T) {
+		// A Proclaim changes only a key holding its token: run after
+		// the unlock, it finds nothing, which is its true answer.
+		hold()
+		require.NoError(t, rc.ScriptLoad(ctx, wire.ScriptReleaseOne.Src.(string)).Err())
+		rd := &recRound{reps: map[int]wire.Reply{}}
+		p := &wire.Proclaim{Key: key, Old: token, Value: token + ":new"}
+		jobs := []Job{
+			{R: rd, Req: p.Request(1, token), I: 0, Ctx: ctx, Timeout: time.Second},
+			{R: rd, Req: req(wire.OpRelease), I: 1, Ctx: ctx, Timeout: time.Second},
+		}
+		nd.runBatch(&leaderConn{off: true}, jobs)
+		require.Equal(t, wire.StatusAbsent, rd.reps[0].St, "a proclaim after its unlock: %+v", rd.reps[0])
+		require.Equal(t, wire.StatusOK, rd.reps[1].St, "unlock: %v", rd.reps[1].Err)
+		require.False(t, held(), "the proclaim ran after the unlock and set the key again")
+	})
 }

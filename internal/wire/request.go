@@ -302,6 +302,12 @@ func (r *Request) prepareScript(n int, s *Script, keys []string, args ...any) {
 // changes nothing on the node.
 func (r *Request) IsRead() bool { return r.Op == OpInspect || r.Op == OpHistory }
 
+// LateHarmless reports whether r may run after a later request of its
+// lock has run: it changes the node only where the key holds its token,
+// and creates nothing, so after a release it finds nothing to change.
+// A Proclaim racing its own Resign is the case that needs it.
+func (r *Request) LateHarmless() bool { return r.Op == OpProclaim || r.Op == OpRelease }
+
 // announce appends to ex[:ne] the release channel arguments of a release
 // that is announced to waiters, and returns the new count.
 func (r *Request) announce(ex *[4]any, ne int, ann Announce) int {
