@@ -2,14 +2,12 @@ package redlock
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/seed543a70bd/redlock/internal/node"
 	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
@@ -92,7 +90,7 @@ type waiter struct {
 // session is the set of subscriptions, one per node, of one busy period.
 type session struct {
 	chans     string // the channels' prefix: key prefix + releasePrefix
-	subs      []*redis.PubSub
+	subs      []*node.Subscription
 	done      chan struct{}
 	confirmed atomic.Bool // some node confirmed the subscription
 	wg        sync.WaitGroup
@@ -152,13 +150,13 @@ func (h *hub) leave(w *waiter) {
 	}
 }
 
-// start opens one subscription per node; h.mu is held. The PubSub
-// objects are created without I/O; each reader goroutine subscribes, so
-// that a slow or dead node never holds up a Lock call.
+// start opens one subscription per node; h.mu is held. The
+// subscriptions are created without I/O; each reader goroutine
+// subscribes, so that a slow or dead node never holds up a Lock call.
 func (h *hub) start(c *Client) *session {
 	s := &session{chans: c.cfg.prefix + releasePrefix, done: make(chan struct{})}
 	for _, nd := range c.nodes {
-		ps := nd.C.Subscribe(context.Background())
+		ps := nd.Subscribe()
 		s.subs = append(s.subs, ps)
 		s.wg.Add(1)
 		go s.read(h, ps)
@@ -176,12 +174,12 @@ func (s *session) stop() {
 }
 
 // read subscribes on one node and delivers its messages until stop.
-func (s *session) read(h *hub, ps *redis.PubSub) {
+func (s *session) read(h *hub, ps *node.Subscription) {
 	defer s.wg.Done()
 	ctx := context.Background()
 	// An error leaves the pattern recorded; Receive reconnects and
 	// subscribes again.
-	_ = safely(func() error { return ps.PSubscribe(ctx, s.chans+"*") })
+	_ = ps.Start(ctx, s.chans+"*")
 	var backoff *time.Timer
 	defer func() {
 		if backoff != nil {
@@ -189,8 +187,7 @@ func (s *session) read(h *hub, ps *redis.PubSub) {
 		}
 	}()
 	for {
-		var msg any
-		err := safely(func() (err error) { msg, err = ps.Receive(ctx); return err })
+		ev, err := ps.Receive(ctx)
 		select {
 		case <-s.done:
 			return
@@ -211,17 +208,12 @@ func (s *session) read(h *hub, ps *redis.PubSub) {
 			}
 			continue
 		}
-		switch m := msg.(type) {
-		case *redis.Message:
-			if k, ok := strings.CutPrefix(m.Channel, s.chans); ok {
-				h.wakeKey(k, m.Payload)
-			}
-		case *redis.Subscription:
-			if m.Kind == "psubscribe" {
-				// Newly (re)subscribed: a release may have gone unseen.
-				s.confirmed.Store(true)
-				h.wakeAll()
-			}
+		if ev.Subscribed {
+			// Newly (re)subscribed: a release may have gone unseen.
+			s.confirmed.Store(true)
+			h.wakeAll()
+		} else if k, ok := strings.CutPrefix(ev.Channel, s.chans); ok {
+			h.wakeKey(k, ev.Payload)
 		}
 	}
 }
@@ -306,15 +298,4 @@ func (w *waiter) drain() {
 	case <-w.wake:
 	default:
 	}
-}
-
-// safely runs f, turning a panic of go-redis on a malformed reply into an
-// error: a reader goroutine must not take the process down.
-func safely(f func() error) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("redlock: malformed pub/sub reply: go-redis panicked: %v", p)
-		}
-	}()
-	return f()
 }
