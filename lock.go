@@ -53,6 +53,10 @@ type Lock struct {
 
 	mu       sync.Mutex
 	deadline time.Time // monotonic: start of the last won round + ttl - drift
+	// dlTTL is the TTL deadline was computed from, which an Extend in
+	// flight may have lowered below ttl: the loss margin is measured
+	// against it (lossMarginLocked).
+	dlTTL time.Duration
 	w        *watch    // Done, Err and auto-extension; nil until first used
 	released bool      // Unlock was called
 	extended int       // successful Extends
@@ -298,7 +302,7 @@ func (l *Lock) startExtendLocked(now time.Time, ttl time.Duration) (left time.Du
 		eff = min(eff, f)
 	}
 	if pre := deadline(now, eff, l.cfg.driftFactor); pre.Before(l.deadline) {
-		l.deadline = pre
+		l.deadline, l.dlTTL = pre, eff
 		l.armLocked()
 	}
 	return left, released
@@ -335,11 +339,11 @@ func (l *Lock) endExtend(out outcome, ttl time.Duration) error {
 		}
 		return out.err
 	case out.won:
-		l.deadline, l.ttl = dl, ttl
+		l.deadline, l.ttl, l.dlTTL = dl, ttl, eff
 		l.extended++
 	case dl.Before(l.deadline):
 		// Nodes that did extend may now expire earlier than before.
-		l.deadline = dl
+		l.deadline, l.dlTTL = dl, eff
 	}
 	if out.won {
 		l.armLocked() // the deadline may have moved, even earlier

@@ -314,7 +314,7 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 	// Set once the lock is the caller's: the Unlock of a win undone above
 	// does not report the end of a lock (see firstUnlockLocked).
 	l.acquired = out.start
-	l.deadline = dl
+	l.deadline, l.dlTTL = dl, ttl
 	return l, nil
 }
 

@@ -59,12 +59,19 @@ func (l *Lock) watchLocked() *watch {
 // TTL/4, so that auto-extension, which starts at TTL/2 left, has time
 // for its retries. An extension started later could not be known to
 // succeed before Validity ends, and the holder is left the margin to
-// stop. l.mu must be held.
+// stop. The TTL is the one the deadline was computed from when that is
+// shorter (an Extend to a shorter TTL in flight): a margin of the old
+// TTL's quarter could exceed the whole of the new validity and report a
+// held lock lost at once. l.mu must be held.
 func (l *Lock) lossMarginLocked() time.Duration {
 	if l.cfg == nil {
 		return 0 // a zero Lock
 	}
-	return min(max(l.cfg.timeoutFor(l.ttl), minLossMargin), l.ttl/4)
+	ttl := l.ttl
+	if l.dlTTL > 0 {
+		ttl = min(ttl, l.dlTTL)
+	}
+	return min(max(l.cfg.timeoutFor(ttl), minLossMargin), ttl/4)
 }
 
 // armLocked (re)arms what ends the watch when Validity falls to the loss
