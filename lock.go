@@ -56,10 +56,10 @@ type Lock struct {
 	// dlTTL is the TTL deadline was computed from, which an Extend in
 	// flight may have lowered below ttl: the loss margin is measured
 	// against it (lossMarginLocked).
-	dlTTL time.Duration
-	w        *watch    // Done, Err and auto-extension; nil until first used
-	released bool      // Unlock was called
-	extended int       // successful Extends
+	dlTTL    time.Duration
+	w        *watch // Done, Err and auto-extension; nil until first used
+	released bool   // Unlock was called
+	extended int    // successful Extends
 	// maxTTL is the longest TTL any request of this lock sent (acquire,
 	// or Extend, won or not): how long a node may keep the key, which
 	// bounds the background retries of its release (internal/node/retry.go).
