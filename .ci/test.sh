@@ -23,11 +23,13 @@
 # and the rest about 250 s once prepared.
 # Environment: GO (default go), GOTEST (the go test arguments), SOLO (the
 # root tests that run on their own, see test-shards.sh), ROOT_PKG,
-# LARGE (the modules after the root, one at a time) and SMALL (the small
-# modules, side by side).
+# LARGE (the modules after the root, one at a time), SMALL (the small
+# modules, side by side), and for the Valkey pass (see valkey_pass
+# below; empty VALKEY_TESTS skips it) VALKEY_TESTS, the root tests to
+# run against valkey-server, and VALKEY_CHAOS, the chaos scenarios.
 set -uo pipefail
 GO=${GO:-go}
-: "${GOTEST:?}" "${ROOT_PKG:?}" "${LARGE:=}" "${SMALL:=}" "${SOLO:=}"
+: "${GOTEST:?}" "${ROOT_PKG:?}" "${LARGE:=}" "${SMALL:=}" "${SOLO:=}" "${VALKEY_TESTS:=}" "${VALKEY_CHAOS:=}"
 export GOTEST
 tmp=$(mktemp -d)
 bg=
@@ -133,9 +135,39 @@ for m in $LARGE; do
 done
 await "$bgs" "$tmp/small.out"
 bg=
-echo "== [${SECONDS}s] go test, side by side: $SMALL"
+
+# valkey_pass runs, against valkey-server (REDLOCK_SERVER, which
+# internal/redisnode reads), the root module's internal packages whole,
+# the root tests matching VALKEY_TESTS and the chaos short pass's
+# scenarios VALKEY_CHAOS. Every test binary is in the build cache by
+# now: the pass only runs tests.
+valkey_pass() {
+	export REDLOCK_SERVER=valkey-server
+	echo "== [${SECONDS}s] Valkey: go test the root module's internal packages"
+	# shellcheck disable=SC2046
+	eval $GO test "$GOTEST" $($GO list ./internal/...) || return 1
+	echo "== [${SECONDS}s] Valkey: go test . -run '^($VALKEY_TESTS)\$'"
+	eval $GO test "$GOTEST" -run "'^($VALKEY_TESTS)\$'" . || return 1
+	if [[ -n $VALKEY_CHAOS ]]; then
+		echo "== [${SECONDS}s] Valkey: the chaos short pass: $VALKEY_CHAOS"
+		(cd chaos && eval $GO test "$GOTEST" -run "'^TestSuite\$'" . -args -chaos.scenario="$VALKEY_CHAOS") || return 1
+	fi
+	echo "== [${SECONDS}s] Valkey: done"
+}
+
+if [[ -n $VALKEY_TESTS ]]; then
+	echo "== [${SECONDS}s] go test, side by side: $SMALL, and the Valkey pass"
+	valkey_pass >"$tmp/valkey.out" 2>&1 &
+	vk=$!
+else
+	echo "== [${SECONDS}s] go test, side by side: $SMALL"
+fi
 # shellcheck disable=SC2086
 bash .ci/test-parallel.sh $SMALL
 rc=$?
+if [[ -n $VALKEY_TESTS ]]; then
+	wait "$vk" || rc=1
+	cat "$tmp/valkey.out"
+fi
 echo "== [${SECONDS}s] done"
 exit $rc
