@@ -19,8 +19,14 @@
 #     preparation: at nice 19 beside the root's tests, the whole of it
 #     ended 100 s after them, cold, and the small modules' part can end
 #     beside the chaos tests.
+#   - then the Valkey pass (the Makefile's VALKEY_TESTS and VALKEY_CHAOS,
+#     against valkey-server): its chaos scenarios right after the chaos
+#     module's tests, in their conditions, and its root tests beside the
+#     small modules'.
 # Cold, on 2 cores, the root's vet took about 100 s, its tests 290 s,
-# and the rest about 250 s once prepared.
+# and the rest about 250 s once prepared; the Valkey pass adds about 75 s
+# (chaos 30 s; root subset and internal packages 70 s of tests, of which
+# the small modules' phase hid about 40 s), on a loaded machine.
 # Environment: GO (default go), GOTEST (the go test arguments), SOLO (the
 # root tests that run on their own, see test-shards.sh), ROOT_PKG,
 # LARGE (the modules after the root, one at a time), SMALL (the small
