@@ -19,15 +19,23 @@
 #     preparation: at nice 19 beside the root's tests, the whole of it
 #     ended 100 s after them, cold, and the small modules' part can end
 #     beside the chaos tests.
+#   - then the Valkey pass (the Makefile's VALKEY_TESTS and VALKEY_CHAOS,
+#     against valkey-server): its chaos scenarios right after the chaos
+#     module's tests, in their conditions, and its root tests beside the
+#     small modules'.
 # Cold, on 2 cores, the root's vet took about 100 s, its tests 290 s,
-# and the rest about 250 s once prepared.
+# and the rest about 250 s once prepared; the Valkey pass adds about 75 s
+# (chaos 30 s; root subset and internal packages 70 s of tests, of which
+# the small modules' phase hid about 40 s), on a loaded machine.
 # Environment: GO (default go), GOTEST (the go test arguments), SOLO (the
 # root tests that run on their own, see test-shards.sh), ROOT_PKG,
-# LARGE (the modules after the root, one at a time) and SMALL (the small
-# modules, side by side).
+# LARGE (the modules after the root, one at a time), SMALL (the small
+# modules, side by side), and for the Valkey pass, VALKEY_TESTS (the
+# root tests to run against valkey-server, see valkey_tests below) and
+# VALKEY_CHAOS (the chaos scenarios); either empty skips its part.
 set -uo pipefail
 GO=${GO:-go}
-: "${GOTEST:?}" "${ROOT_PKG:?}" "${LARGE:=}" "${SMALL:=}" "${SOLO:=}"
+: "${GOTEST:?}" "${ROOT_PKG:?}" "${LARGE:=}" "${SMALL:=}" "${SOLO:=}" "${VALKEY_TESTS:=}" "${VALKEY_CHAOS:=}"
 export GOTEST
 tmp=$(mktemp -d)
 bg=
@@ -131,11 +139,55 @@ for m in $LARGE; do
 	echo "== [${SECONDS}s] go test $m"
 	(cd "$m" && eval $GO test "$GOTEST" ./...) || exit 1
 done
+if [[ -n $VALKEY_CHAOS ]]; then
+	# The chaos module's conditions again (the small modules prepared at
+	# nice 19 beside it): the scenarios' liveness checks are bounds that
+	# a loaded machine can miss.
+	echo "== [${SECONDS}s] Valkey: go test chaos -run '^TestSuite\$' -chaos.scenario=$VALKEY_CHAOS"
+	(cd chaos && export REDLOCK_SERVER=valkey-server && eval $GO test "$GOTEST" -run "'^TestSuite\$'" . -args -chaos.scenario="$VALKEY_CHAOS") || exit 1
+fi
 await "$bgs" "$tmp/small.out"
 bg=
-echo "== [${SECONDS}s] go test, side by side: $SMALL"
+
+# valkey_tests runs, against valkey-server (REDLOCK_SERVER, which
+# internal/redisnode reads), the root module's internal packages whole
+# and the root tests matching VALKEY_TESTS but not SOLO (those load the
+# machine themselves, and run on their own). Every test binary is in
+# the build cache by now: it only runs tests, beside the small modules'
+# tests, which wait on timers and nodes for most of their time.
+valkey_tests() {
+	local names
+	export REDLOCK_SERVER=valkey-server
+	echo "== [${SECONDS}s] Valkey: go test the root module's internal packages"
+	# shellcheck disable=SC2046
+	eval $GO test "$GOTEST" $($GO list ./internal/...) || return 1
+	names=$(eval $GO test "$GOTEST" -list "'^($VALKEY_TESTS)\$'" .) || {
+		echo "$names"
+		return 1
+	}
+	names=$(grep -E '^Test' <<<"$names" | grep -vE "${SOLO:-^\$}" | paste -sd'|')
+	if [[ -z $names ]]; then
+		echo "Valkey: no root test matches VALKEY_TESTS"
+		return 1
+	fi
+	echo "== [${SECONDS}s] Valkey: go test . -run '^($names)\$'"
+	eval $GO test "$GOTEST" -run "'^($names)\$'" . || return 1
+}
+
+if [[ -n $VALKEY_TESTS ]]; then
+	echo "== [${SECONDS}s] go test, side by side: $SMALL, and the Valkey pass of the root module"
+	valkey_tests >"$tmp/valkey.out" 2>&1 &
+	vk=$!
+else
+	echo "== [${SECONDS}s] go test, side by side: $SMALL"
+fi
 # shellcheck disable=SC2086
 bash .ci/test-parallel.sh $SMALL
 rc=$?
+if [[ -n $VALKEY_TESTS ]]; then
+	wait "$vk" || rc=1
+	echo "== Valkey: the root module"
+	cat "$tmp/valkey.out"
+fi
 echo "== [${SECONDS}s] done"
 exit $rc

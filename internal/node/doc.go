@@ -68,4 +68,20 @@
 //   - A server error is a redis.Error (redis.HasErrorPrefix matches
 //     NOSCRIPT and WRONGTYPE on it); redis.ErrClosed is the error of a
 //     closed client, on which nothing more can be sent (retry.go).
+//
+// # Server assumptions
+//
+// Checked against Redis 7.0.15 and Valkey 8.0.1 (`make test` runs a
+// subset of the tests on each; see internal/redisnode's REDLOCK_SERVER):
+//
+//   - INFO server has run_id and uptime_in_seconds on both (the identity
+//     and the restart guard read them). Valkey also reports
+//     redis_version, as 7.2.4, the Redis it forked from; its own name and
+//     version are server_name and valkey_version (ServerVersion). Redis's
+//     redis_mode is server_mode on Valkey.
+//   - An EVALSHA of a script the node lacks fails with the prefix
+//     NOSCRIPT on both; the text after it differs, and only the prefix is
+//     matched (wire.IsNoScript).
+//   - A command an ACL denies fails with NOPERM on both; one a script
+//     runs fails with an ERR worded differently by each (wire.IsACLDenied).
 package node

@@ -202,6 +202,24 @@ func InfoField(info, field string) string {
 	return ""
 }
 
+// ServerVersion returns the server's name and version from an INFO
+// server reply: "valkey" and valkey_version on Valkey, whose
+// redis_version is the Redis version it forked from (7.2.4 on Valkey 8)
+// and which names itself in server_name; "redis" and redis_version on
+// Redis, which has no server_name. Both are "" when info has neither.
+func ServerVersion(info string) (name, version string) {
+	if name = InfoField(info, "server_name"); name != "" {
+		if version = InfoField(info, name+"_version"); version != "" {
+			return name, version
+		}
+		return name, InfoField(info, "redis_version")
+	}
+	if version = InfoField(info, "redis_version"); version != "" {
+		return "redis", version
+	}
+	return "", ""
+}
+
 // infoServer runs INFO server, turning a panic of go-redis on a malformed
 // reply into an error.
 func infoServer(ctx context.Context, c redis.UniversalClient) (info string, err error) {

@@ -1,6 +1,11 @@
 // Package redisnode starts and controls real redis-server processes bound to
 // the loopback interface. It is used by tests, chaos tests and benchmarks.
 //
+// The server binary is redis-server unless the environment variable
+// REDLOCK_SERVER names another (see LookPath): valkey-server takes the same
+// flags and answers PING and INFO server alike, so `make test` runs a
+// subset of the tests against Valkey with REDLOCK_SERVER=valkey-server.
+//
 // Every process is started in its own process group and, on Linux, with a
 // parent-death signal, so no redis-server outlives the process that started it.
 package redisnode
@@ -11,6 +16,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,17 +57,42 @@ type Node struct {
 // errPortBusy marks a start that failed because the port was already bound.
 var errPortBusy = errors.New("address already in use")
 
-// LookPath finds the redis-server binary: PATH first, then /usr/sbin and /usr/bin.
+// ServerEnv is the environment variable that chooses the server binary:
+// a name looked up like redis-server (valkey-server), or a path
+// (/usr/bin/valkey-server). Unset or empty, it is redis-server.
+const ServerEnv = "REDLOCK_SERVER"
+
+// LookPath finds the server binary: REDLOCK_SERVER's value if it is a
+// path, else that name (default redis-server) on PATH, then in /usr/sbin
+// and /usr/bin. It fails with an error saying how to install it.
 func LookPath() (string, error) {
-	if p, err := exec.LookPath("redis-server"); err == nil {
+	name := os.Getenv(ServerEnv)
+	if name == "" {
+		name = "redis-server"
+	}
+	if strings.ContainsRune(name, '/') {
+		if isExec(name) {
+			return name, nil
+		}
+		return "", fmt.Errorf("%s=%s: not an executable file", ServerEnv, name)
+	}
+	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
-	for _, p := range []string{"/usr/sbin/redis-server", "/usr/bin/redis-server"} {
-		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
-			return p, nil
+	for _, dir := range []string{"/usr/sbin/", "/usr/bin/"} {
+		if isExec(dir + name) {
+			return dir + name, nil
 		}
 	}
-	return "", errors.New("redis-server not found: run `make test` (installs Debian's redis-server), or `apt-get install redis-server`")
+	if name == "redis-server" {
+		return "", errors.New("redis-server not found: run `make test` (installs Debian's redis-server), or `apt-get install redis-server`")
+	}
+	return "", fmt.Errorf("%s=%s: %s not found on PATH, in /usr/sbin or /usr/bin (for valkey-server, run bash .ci/ensure-valkey.sh)", ServerEnv, name, name)
+}
+
+func isExec(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
 }
 
 // Start starts a redis-server on 127.0.0.1 and waits until it answers PING.
@@ -174,7 +205,7 @@ func (n *Node) Describe() string {
 	if n.log != nil {
 		log = n.log.String()
 	}
-	return fmt.Sprintf("redis-server on port %d: %s; log tail:\n%s", n.port, st, log)
+	return fmt.Sprintf("%s on port %d: %s; log tail:\n%s", filepath.Base(n.bin), n.port, st, log)
 }
 
 // Running reports whether the process is alive (a paused process is running).
@@ -320,8 +351,8 @@ func (n *Node) startLocked() error {
 		case <-done:
 			n.cmd = nil
 			out := n.log.String()
-			err := fmt.Errorf("redisnode: redis-server on port %d exited during startup (%s); log tail:\n%s",
-				n.port, cmd.ProcessState, out)
+			err := fmt.Errorf("redisnode: %s on port %d exited during startup (%s); log tail:\n%s",
+				filepath.Base(n.bin), n.port, cmd.ProcessState, out)
 			if strings.Contains(out, "already in use") {
 				err = fmt.Errorf("%w: %w", errPortBusy, err)
 			}
@@ -333,8 +364,8 @@ func (n *Node) startLocked() error {
 		}
 		if time.Now().After(deadline) {
 			_ = n.killLocked()
-			return fmt.Errorf("redisnode: redis-server on port %d did not answer PING within %s; log tail:\n%s",
-				n.port, readyTimeout, n.log.String())
+			return fmt.Errorf("redisnode: %s on port %d did not answer PING within %s; log tail:\n%s",
+				filepath.Base(n.bin), n.port, readyTimeout, n.log.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

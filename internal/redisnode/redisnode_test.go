@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -220,4 +222,57 @@ func TestLookPath(t *testing.T) {
 	require.NoError(t, err)
 	_, err = os.Stat(p)
 	require.NoError(t, err)
+}
+
+// REDLOCK_SERVER chooses the binary: a name missing everywhere or a path
+// that is not an executable fails with an error naming the variable, not
+// with a fallback to redis-server.
+func TestLookPathServerEnv(t *testing.T) {
+	t.Setenv(ServerEnv, "no-such-server-binary")
+	_, err := LookPath()
+	require.ErrorContains(t, err, ServerEnv+"=no-such-server-binary")
+	t.Setenv(ServerEnv, t.TempDir())
+	_, err = LookPath()
+	require.ErrorContains(t, err, "not an executable file")
+	_, err = Start(Options{})
+	require.ErrorContains(t, err, "not an executable file")
+}
+
+// The node started is the server REDLOCK_SERVER chose: INFO server
+// names Valkey (server_name:valkey) exactly when the binary is
+// valkey-server.
+func TestStartRunsChosenServer(t *testing.T) {
+	bin, err := LookPath()
+	require.NoError(t, err)
+	n := start(t, Options{})
+	info, err := infoServer(n.Addr())
+	require.NoError(t, err)
+	valkey := strings.Contains(info, "\nserver_name:valkey\r")
+	require.Equal(t, strings.HasPrefix(filepath.Base(bin), "valkey"), valkey, "binary %s, INFO server:\n%s", bin, info)
+	require.Contains(t, n.Describe(), filepath.Base(bin)+" on port")
+}
+
+// infoServer returns the body of INFO server.
+func infoServer(addr string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write(resp("INFO", "server")); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "$") {
+		return "", fmt.Errorf("INFO: %q %v", line, err)
+	}
+	size, err := strconv.Atoi(strings.TrimSpace(line[1:]))
+	if err != nil {
+		return "", err
+	}
+	body := make([]byte, size+2)
+	_, err = io.ReadFull(r, body)
+	return string(body), err
 }

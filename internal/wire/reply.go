@@ -173,7 +173,9 @@ func parseRefusal(res any, fenced bool) (holder string, ttl time.Duration, ok bo
 }
 
 // IsNoScript reports whether err is the node's NOSCRIPT error: it does
-// not have the script cached (a restart, SCRIPT FLUSH).
+// not have the script cached (a restart, SCRIPT FLUSH). Only the prefix
+// is matched: the text after it differs by server ("No matching script.
+// Please use EVAL." on Redis 7.0, "No matching script." on Valkey 8).
 func IsNoScript(err error) bool {
 	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
 }
@@ -185,12 +187,18 @@ func IsWrongType(err error) bool {
 }
 
 // IsACLDenied reports whether err is a node's refusal by its ACL: NOPERM
-// for a command the caller sent, or, for a command a script runs, the
-// error Redis 7 words "can't run this command".
+// for a command the caller sent, or, for a command a script runs, an ERR
+// that Redis 7.0 words "The user executing the script can't run this
+// command" and Valkey 8 "ACL failure in script".
 func IsACLDenied(err error) bool {
 	var re redis.Error
-	return errors.As(err, &re) &&
-		(redis.HasErrorPrefix(err, "NOPERM") || strings.Contains(re.Error(), "can't run this command"))
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	return redis.HasErrorPrefix(err, "NOPERM") ||
+		strings.Contains(msg, "can't run this command") ||
+		strings.Contains(msg, "ACL failure in script")
 }
 
 // ErrUnexpectedReply is the error of a reply that none of our scripts
