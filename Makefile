@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: help redis test lint vet fmt-check
+.PHONY: help redis test lint vet fmt-check staticcheck apicount
 
 # `make` alone lists the targets; it installs and runs nothing.
 .DEFAULT_GOAL := help
@@ -8,7 +8,7 @@ help:
 	@echo 'Targets (see the comment above each in the Makefile):'
 	@echo '  make demo       build bin/redlock-lab and run its demo: 5 local nodes, a node killed mid-lock, report/demo/index.html'
 	@echo '  make test       vet, gofmt check, race tests of every module with the short chaos pass (several minutes)'
-	@echo '  make lint       go vet of every module and gofmt -l'
+	@echo '  make lint       go vet, staticcheck and gofmt -l of every module, and the root package'"'"'s exported identifiers (at most API_LIMIT)'
 	@echo '  make cli        build the lean production CLI (run, status) into bin/redlock'
 	@echo '  make lab        build redlock-lab (demo, chaos) into bin/redlock-lab'
 	@echo '  make bench      peer benchmarks (redsync, redislock) on 5 local nodes, bench/results/latest.json'
@@ -31,6 +31,12 @@ SMALL_MODULES = cmd/redlock extra/redlockotel extra/redlockprom extra/redlockgoc
 MODULES = $(LARGE_MODULES) $(SMALL_MODULES)
 GOTEST = -race -count=1 -p 1 -timeout 14m
 
+# staticcheck (honnef.co/go/tools) at a fixed version from the Go module
+# proxy, built once into bin/ and run in every module, bench/ too, by
+# make lint and make test.
+STATICCHECK_VERSION = v0.8.2
+STATICCHECK = $(CURDIR)/bin/staticcheck-$(STATICCHECK_VERSION)
+
 # make test runs .ci/test.sh, which says how and why at its top: every
 # module vetted with -race (so that vet and the tests build each
 # dependency once), the root package's tests as 2 shards side by side
@@ -42,14 +48,29 @@ ROOT_PKG = github.com/seed543a70bd/redlock
 # The root package's tests that load the machine themselves run on their
 # own, after the shards (see .ci/test-shards.sh).
 SOLO_TESTS = Burst|Many|Storm|UnderLoad|Churn|SilentNode
-test: redis fmt-check
+test: redis fmt-check $(STATICCHECK)
 	@GO='$(GO)' GOTEST='$(GOTEST)' ROOT_PKG='$(ROOT_PKG)' SOLO='$(SOLO_TESTS)' \
+		STATICCHECK='$(STATICCHECK)' CHECKED='$(MODULES) bench' \
 		LARGE='$(filter-out .,$(LARGE_MODULES))' SMALL='$(SMALL_MODULES)' bash .ci/test.sh
 
-lint: vet fmt-check
+lint: vet fmt-check staticcheck apicount
 
 vet:
-	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
+	@set -e; for m in $(MODULES) bench; do (cd $$m && $(GO) vet ./...); done
+
+$(STATICCHECK):
+	GOBIN=$(CURDIR)/bin/.staticcheck $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	mv $(CURDIR)/bin/.staticcheck/staticcheck $@ && rmdir $(CURDIR)/bin/.staticcheck
+staticcheck: $(STATICCHECK)
+	@STATICCHECK='$(STATICCHECK)' bash .ci/staticcheck.sh $(MODULES) bench
+
+# The root package's exported identifiers (types, functions, methods of
+# exported types, variables and constants), counted by
+# internal/tools/apicount: the API stays small enough to take in at a
+# glance. Fails above API_LIMIT.
+API_LIMIT ?= 90
+apicount:
+	@$(GO) run ./internal/tools/apicount -limit $(API_LIMIT) .
 
 fmt-check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi

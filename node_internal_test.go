@@ -1325,7 +1325,6 @@ func TestGoRedisOptions(t *testing.T) {
 		{"ContextTimeout", func(o *redis.Options) { o.ContextTimeoutEnabled = true }},
 		{"ContextTimeoutNoRead", func(o *redis.Options) { o.ContextTimeoutEnabled = true; o.ReadTimeout = -1 }},
 		{"RESP2", func(o *redis.Options) { o.Protocol = 2 }},
-		{"RESP3Unstable", func(o *redis.Options) { o.Protocol = 3; o.UnstableResp3 = true }},
 		{"DisableIdentity", func(o *redis.Options) { o.DisableIdentity = true }},
 		{"NoPipelinePool", func(o *redis.Options) { o.PipelinePoolSize = -1 }},
 		{"PipelinePool1", func(o *redis.Options) { o.PipelinePoolSize = 1 }},

@@ -19,15 +19,21 @@
 #     preparation: at nice 19 beside the root's tests, the whole of it
 #     ended 100 s after them, cold, and the small modules' part can end
 #     beside the chaos tests.
+#   - staticcheck ($STATICCHECK, .ci/staticcheck.sh) of every module runs
+#     as a third background job at nice 19, once the small modules are
+#     prepared, and is awaited last, beside the chaos and small modules'
+#     tests.
 # Cold, on 2 cores, the root's vet took about 100 s, its tests 290 s,
 # and the rest about 250 s once prepared.
 # Environment: GO (default go), GOTEST (the go test arguments), SOLO (the
 # root tests that run on their own, see test-shards.sh), ROOT_PKG,
-# LARGE (the modules after the root, one at a time) and SMALL (the small
-# modules, side by side).
+# LARGE (the modules after the root, one at a time), SMALL (the small
+# modules, side by side), STATICCHECK (the staticcheck binary; unset: not
+# run) and CHECKED (the modules staticcheck checks).
 set -uo pipefail
 GO=${GO:-go}
-: "${GOTEST:?}" "${ROOT_PKG:?}" "${LARGE:=}" "${SMALL:=}" "${SOLO:=}"
+: "${GOTEST:?}" "${ROOT_PKG:?}" "${LARGE:=}" "${SMALL:=}" "${SOLO:=}" "${STATICCHECK:=}" "${CHECKED:=}"
+export STATICCHECK
 export GOTEST
 tmp=$(mktemp -d)
 bg=
@@ -114,14 +120,25 @@ bgl=$!
 	prepare -main $SMALL
 ) >"$tmp/small.out" 2>&1 &
 bgs=$!
+(
+	tail --pid="$bgs" -f /dev/null
+	renice --priority 19 -p "$BASHPID" >/dev/null 2>&1 || true
+	if [[ -n $STATICCHECK ]]; then
+		echo "== [${SECONDS}s] staticcheck $CHECKED (in the background)"
+		# shellcheck disable=SC2086
+		bash .ci/staticcheck.sh $CHECKED || exit 1
+		echo "== [${SECONDS}s] staticcheck: no findings"
+	fi
+) >"$tmp/staticcheck.out" 2>&1 &
+bgc=$!
 set +m
-bg="$bgl -$bgs"
+bg="$bgl -$bgs -$bgc"
 
 echo "== [${SECONDS}s] go test . (2 shards side by side, then the tests matching $SOLO on their own; meanwhile the other modules are vetted and built)"
 # The background jobs are stopped while the root's tests that load the
 # machine themselves run: beside them, even at nice 19, a cold run failed
 # TestWriterNotStarvedWithSilentNode's bound.
-PAUSE_GROUPS="-$bgl -$bgs" bash .ci/test-shards.sh 2 . "$SOLO" .ci/root-test-times.txt || exit 1
+PAUSE_GROUPS="-$bgl -$bgs -$bgc" bash .ci/test-shards.sh 2 . "$SOLO" .ci/root-test-times.txt || exit 1
 
 echo "== [${SECONDS}s] go test the root module's other packages"
 # shellcheck disable=SC2046
@@ -132,10 +149,12 @@ for m in $LARGE; do
 	(cd "$m" && eval $GO test "$GOTEST" ./...) || exit 1
 done
 await "$bgs" "$tmp/small.out"
-bg=
+bg="$bgc"
 echo "== [${SECONDS}s] go test, side by side: $SMALL"
 # shellcheck disable=SC2086
 bash .ci/test-parallel.sh $SMALL
 rc=$?
+await "$bgc" "$tmp/staticcheck.out"
+bg=
 echo "== [${SECONDS}s] done"
 exit $rc
