@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: help redis test lint vet fmt-check staticcheck apicount
+.PHONY: help redis test lint vet fmt-check staticcheck apicount released-imports
 
 # `make` alone lists the targets; it installs and runs nothing.
 .DEFAULT_GOAL := help
@@ -53,7 +53,7 @@ test: redis fmt-check $(STATICCHECK)
 		STATICCHECK='$(STATICCHECK)' CHECKED='$(MODULES) bench' \
 		LARGE='$(filter-out .,$(LARGE_MODULES))' SMALL='$(SMALL_MODULES)' bash .ci/test.sh
 
-lint: vet fmt-check staticcheck apicount
+lint: vet fmt-check staticcheck apicount released-imports
 
 vet:
 	@set -e; for m in $(MODULES) bench; do (cd $$m && $(GO) vet ./...); done
@@ -63,6 +63,13 @@ $(STATICCHECK):
 	mv $(CURDIR)/bin/.staticcheck/staticcheck $@ && rmdir $(CURDIR)/bin/.staticcheck
 staticcheck: $(STATICCHECK)
 	@STATICCHECK='$(STATICCHECK)' bash .ci/staticcheck.sh $(MODULES) bench
+
+# The released modules (cmd/redlock, extra/*) import no internal/ package
+# of the root module: once the modules are tagged apart, another module's
+# internals are no contract. (The chaos lab and bench/ may.)
+released-imports:
+	@out=$$(grep -rn --include='*.go' '"$(ROOT_PKG)/internal/' cmd extra); \
+		if [ -n "$$out" ]; then echo "released modules import the root module's internal packages:"; echo "$$out"; exit 1; fi
 
 # The root package's exported identifiers (types, functions, methods of
 # exported types, variables and constants), counted by

@@ -140,7 +140,7 @@ func TestHelpWritesLongFlagsWithTwoDashes(t *testing.T) {
 	for cmd, flags := range map[string][]string{
 		"run":    {"--nodes string", "--key string", "--ttl duration", "--wait duration", "-w duration", "-E code", "--conflict-exit-code code", "--grace duration", "--node-timeout duration", "--restart-guard duration", "--key-prefix prefix", "--multi", "--fence", "--foreground", "--metadata text", "-v"},
 		"elect":  {"--nodes string", "--ttl duration", "--wait duration", "-w duration", "-E code", "--conflict-exit-code code", "--grace duration", "--node-timeout duration", "--restart-guard duration", "--key-prefix prefix", "--foreground", "--value value", "--observe", "-v"},
-		"status": {"--nodes string", "--key string", "--key-prefix prefix", "--timeout duration"},
+		"status": {"--nodes string", "--key string", "--election name", "--key-prefix prefix", "--timeout duration"},
 	} {
 		r := cli(t, nil, cmd, "--help")
 		lines := map[string]bool{}
