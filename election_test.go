@@ -33,7 +33,8 @@ import (
 // higher term, and a second Resign returns nil.
 func TestElectionCampaignProclaimResignHandsOff(t *testing.T) {
 	_, clients := cluster(t, 3)
-	a, b := newClient(t, clients), newClient(t, clients)
+	var refused refusals
+	a, b := newClient(t, clients), newClient(t, clients, redlock.WithObserver(&refused))
 	ctx := context.Background()
 	name := key(t)
 	lead, err := a.Election(name).Campaign(ctx, "host-a", 10*time.Second)
@@ -69,7 +70,7 @@ func TestElectionCampaignProclaimResignHandsOff(t *testing.T) {
 		h, err := a.Inspect(ctx, redlock.ElectionKey(name))
 		return err == nil && h.State == redlock.HoldHeld
 	}, "want the leader held")
-	time.Sleep(50 * time.Millisecond) // let the candidate's first attempt be refused
+	refused.awaitWaiting(t, clients, 1) // the candidate's first attempt was refused
 	resigned := time.Now()
 	require.NoError(t, lead.Resign(ctx))
 	require.NoError(t, lead.Resign(ctx), "want a second Resign to return nil")

@@ -126,18 +126,19 @@ func TestPathExpiredDescendantStopsBlocking(t *testing.T) {
 	_, rl := threeNodes(t)
 	ctx := context.Background()
 	p := key(t)
-	_, err := rl.TryLockPath(ctx, p+"/child", 300*time.Millisecond) // abandoned
+	_, err := rl.TryLockPath(ctx, p+"/child", 2*time.Second) // abandoned; seconds, so that a stall cannot end it before the refusal below
 	require.NoError(t, err)
 	_, err = rl.TryLockPath(ctx, p, time.Second)
 	require.ErrorIs(t, err, redlock.ErrContended)
-	eventuallyTaken(t, 5*time.Second, func() (*redlock.Lock, error) { return rl.TryLockPath(ctx, p, time.Second) },
+	eventuallyTaken(t, 10*time.Second, func() (*redlock.Lock, error) { return rl.TryLockPath(ctx, p, time.Second) },
 		"want the ancestor free once the abandoned descendant's lease expired")
 }
 
 // TestPathHandoff: a LockPath waiting for an ancestor wakes on the
 // release of the descendant that blocked it, well before its retry delay.
 func TestPathHandoff(t *testing.T) {
-	_, rl := threeNodes(t)
+	var refused refusals
+	clients, rl := threeNodes(t, redlock.WithObserver(&refused))
 	ctx := context.Background()
 	p := key(t)
 	held, err := rl.TryLockPath(ctx, p+"/a/b", 10*time.Second)
@@ -152,7 +153,7 @@ func TestPathHandoff(t *testing.T) {
 		}
 		got <- err
 	}()
-	time.Sleep(300 * time.Millisecond) // let the waiter try once and subscribe
+	refused.awaitWaiting(t, clients, 1)
 	start := time.Now()
 	require.NoError(t, held.Unlock(ctx))
 	select {

@@ -45,15 +45,17 @@ func TestReadWrite(t *testing.T) {
 	require.ErrorIs(t, err, redlock.ErrContended, "want a reader refused while a writer holds the key")
 	require.NoError(t, w.Unlock(ctx))
 
-	// An abandoned reader blocks only until its lease expires.
-	_, err = rl.TryRLock(ctx, k, 300*time.Millisecond)
+	// An abandoned reader blocks only until its lease expires: a lease
+	// of seconds, so that a stall cannot end it before the writer's
+	// refusal below.
+	_, err = rl.TryRLock(ctx, k, 2*time.Second)
 	require.NoError(t, err)
-	long, err := rl.TryRLock(ctx, k, 400*time.Millisecond)
+	long, err := rl.TryRLock(ctx, k, 10*time.Second)
 	require.NoError(t, err)
 	require.NoError(t, long.Unlock(ctx)) // the short one stays, abandoned
 	_, err = rl.TryLock(ctx, k, time.Second)
 	require.ErrorIs(t, err, redlock.ErrContended)
-	eventuallyTaken(t, 5*time.Second, func() (*redlock.Lock, error) { return rl.TryLock(ctx, k, time.Second) },
+	eventuallyTaken(t, 10*time.Second, func() (*redlock.Lock, error) { return rl.TryLock(ctx, k, time.Second) },
 		"want the writer in once the abandoned reader's lease expired")
 	requireRWGone(t, clients, k, 2*time.Second)
 }
@@ -61,7 +63,8 @@ func TestReadWrite(t *testing.T) {
 // TestRWHandoff: a writer waiting for readers wakes on the last reader's
 // release; a reader waiting for a writer wakes on the writer's.
 func TestRWHandoff(t *testing.T) {
-	_, rl := threeNodes(t)
+	var refused refusals
+	clients, rl := threeNodes(t, redlock.WithObserver(&refused))
 	ctx := context.Background()
 	k := key(t)
 	r := rlock(t, rl, k, 10*time.Second)
@@ -81,17 +84,18 @@ func TestRWHandoff(t *testing.T) {
 	writer := wait(func(c context.Context) (*redlock.Lock, error) {
 		return rl.Lock(c, k, 10*time.Second, redlock.WithRetryDelay(5*time.Second))
 	})
-	time.Sleep(300 * time.Millisecond)
+	refused.awaitWaiting(t, clients, 1)
 	start := time.Now()
 	require.NoError(t, r.Unlock(ctx))
 	w := <-writer
 	require.NotNil(t, w)
 	require.Less(t, time.Since(start), 2*time.Second, "want the writer woken by the last reader's release")
 
+	before := refused.n.Load()
 	reader := wait(func(c context.Context) (*redlock.Lock, error) {
 		return rl.RLock(c, k, 10*time.Second, redlock.WithRetryDelay(5*time.Second))
 	})
-	time.Sleep(300 * time.Millisecond)
+	refused.awaitWaiting(t, clients, before+1)
 	start = time.Now()
 	require.NoError(t, w.Unlock(ctx))
 	r2 := <-reader
@@ -1710,7 +1714,8 @@ func TestWriterMarkRetryDelayOverflow(t *testing.T) {
 //     not woken when the last reader leaves (message "r" is ignored by
 //     readers) and sits out its retry delay while the key is free.
 func TestWriterMarkAfterGiveUp(t *testing.T) {
-	clients, rl := threeNodes(t)
+	var refused refusals
+	clients, rl := threeNodes(t, redlock.WithObserver(&refused))
 	ctx := context.Background()
 	k := key(t)
 	r1, err := rl.TryRLock(ctx, k, time.Second)
@@ -1753,10 +1758,11 @@ func TestWriterMarkAfterGiveUp(t *testing.T) {
 
 	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
 	defer rcancel()
+	before := refused.n.Load()
 	reader := acquireAsync(func() (*redlock.Lock, error) {
 		return rl.RLock(rctx, k, time.Second, redlock.WithRetryDelay(2*time.Second))
 	})
-	time.Sleep(200 * time.Millisecond) // let it be refused and wait, not synchronization
+	refused.awaitWaiting(t, clients, before+1) // refused, it waits
 	freed := time.Now()
 	require.NoError(t, r1.Unlock(ctx))
 	requireRWGone(t, clients, k, time.Second) // the key is free on every node
@@ -1775,7 +1781,7 @@ func TestReadWriteReleasesSpareEachOther(t *testing.T) {
 	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
-	r1 := rlock(t, rl, k, 2*time.Second)
+	r1 := rlock(t, rl, k, 10*time.Second) // held throughout: a stall must not end it
 	r2 := rlock(t, rl, k, 300*time.Millisecond)
 	_, err := rl.TryLock(ctx, k, time.Second)
 	require.ErrorIs(t, err, redlock.ErrNotObtained, "writer while readers hold")

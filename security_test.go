@@ -670,7 +670,8 @@ func TestKeyPrefixACL(t *testing.T) {
 // TestFamilyKeyPrefix: with WithKeyPrefix every key the family writes
 // is under the prefix, and hand-off still wakes waiters.
 func TestFamilyKeyPrefix(t *testing.T) {
-	clients, rl := threeNodes(t, redlock.WithKeyPrefix("app1:"))
+	var refused refusals
+	clients, rl := threeNodes(t, redlock.WithKeyPrefix("app1:"), redlock.WithObserver(&refused))
 	ctx := context.Background()
 	root := key(t)
 	var held []*redlock.Lock
@@ -700,7 +701,7 @@ func TestFamilyKeyPrefix(t *testing.T) {
 		}
 		got <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	refused.awaitWaiting(t, clients, 1)
 	start := time.Now()
 	for _, l := range held {
 		require.NoError(t, l.Unlock(ctx))
