@@ -152,6 +152,7 @@ func TestElectionKeysApartFromLocks(t *testing.T) {
 // the error, and leaves the leader in place; a leadership outlives the
 // ctx it was won with, auto-extended past its TTL.
 func TestCampaignCtxBoundsOnlyTheWait(t *testing.T) {
+	t.Parallel()
 	_, rl := threeNodes(t)
 	ctx := context.Background()
 	name := key(t)
@@ -342,6 +343,7 @@ type leadTerm struct {
 // guard. At no instant are two leaderships both valid, and terms rise
 // in the order leaders were elected.
 func TestElectionOneLeaderAtATime(t *testing.T) {
+	t.Parallel()
 	seed := testSeed(t)
 	nodes, clients := cluster(t, 3)
 	const (
@@ -432,6 +434,7 @@ type observed struct {
 // Campaign's value and then every successful Proclaim's, in term order,
 // without duplicates, ending with the last leader.
 func TestElectionObserveFollowsTerms(t *testing.T) {
+	t.Parallel()
 	seed := testSeed(t)
 	_, clients := cluster(t, 3)
 	ctx := context.Background()
@@ -887,6 +890,7 @@ func assertNoErr(t *testing.T, err error) bool {
 // TestElectionTermRisesAcrossRestart pins that a term keeps rising when
 // a node restarts without its data, under the restart guard.
 func TestElectionTermRisesAcrossRestart(t *testing.T) {
+	t.Parallel()
 	nodes, clients := cluster(t, 3)
 	const guard = 500 * time.Millisecond
 	rl := newClient(t, clients, redlock.WithRestartGuard(guard))
@@ -1042,6 +1046,7 @@ func TestCampaignCancelledAtAnyInstantLeavesNothing(t *testing.T) {
 // observer whose ACL user may not subscribe still sees every leader and
 // value it polls, within its polling interval.
 func TestElectionObserveWithoutPubSub(t *testing.T) {
+	t.Parallel()
 	nodes := redistest.NodesWith(t, 3, redisnode.Options{Args: []string{"--requirepass", "admin-pw"}})
 	admins := redistest.Clients(t, nodes)
 	aclSetUser(t, admins, "nosub", "on", ">secret", "~*", "&*", "+@all", "-psubscribe", "-subscribe")
@@ -1357,6 +1362,7 @@ func observing(fn string) bool {
 // its ctx ends it returns a one-line error that matches ErrNotObtained
 // and ctx's error and says why the publication failed.
 func TestCampaignBacksOffWhenPublishFails(t *testing.T) {
+	t.Parallel()
 	_, clients := cluster(t, 3)
 	proclaim := failing(wire.ScriptProclaim.Src)
 	clients[0].AddHook(proclaim)

@@ -665,6 +665,7 @@ func TestForeignValueOnUnlockAndExtend(t *testing.T) {
 // value on one node of three, it retries as for a failed node, and wins
 // once another owner's key on a second node expires.
 func TestLockStopsOnForeignValue(t *testing.T) {
+	t.Parallel()
 	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	forEachKind(t, func(t *testing.T, ka kindAttempt, base, at string) {
@@ -699,6 +700,7 @@ func TestLockStopsOnForeignValue(t *testing.T) {
 // paths, no writer beside a reader, never more than limit permits, all
 // while both holders' Validity is positive.
 func TestFamilyTinyTimeouts(t *testing.T) {
+	t.Parallel()
 	_, clients := cluster(t, 5)
 	rl := newClient(t, clients, redlock.WithNodeTimeout(time.Millisecond))
 	root := key(t)
@@ -793,6 +795,7 @@ func TestFamilyTinyTimeouts(t *testing.T) {
 // than a quorum of nodes still grants the lease (its expiry on the node,
 // read from the readers set or the semaphore).
 func TestFamilyConcurrentExtend(t *testing.T) {
+	t.Parallel()
 	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)

@@ -202,6 +202,7 @@ func TestWriterNotStarvedByReaders(t *testing.T) {
 // never marks. (A writer whose ctx has a deadline marks no longer than
 // that: TestWriterMarkAfterGiveUp.)
 func TestWriterMarkEnds(t *testing.T) {
+	t.Parallel()
 	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
@@ -287,6 +288,7 @@ func TestWriterMarkKeysAndFencing(t *testing.T) {
 // the clients stop. The choices come from a seed it logs; replay with
 // -seed N.
 func TestReadWriteRandomized(t *testing.T) {
+	t.Parallel()
 	seed := testSeed(t)
 	_, clients := cluster(t, 3)
 	ctx := context.Background()
@@ -443,6 +445,7 @@ func markedOn(t testing.TB, clients []redis.UniversalClient, k string) bool {
 // do not renew the mark. Once the readers Unlock, a waiting writer gets
 // in, and not before.
 func TestWriterMarkAutoExtendedReaders(t *testing.T) {
+	t.Parallel()
 	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
@@ -535,6 +538,7 @@ func TestWriterMarkAutoExtendedReaders(t *testing.T) {
 // lease is valid (without the guard it would: the case the guard is
 // for).
 func TestWriterMarkNodeRestart(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		restarts int
@@ -860,6 +864,7 @@ func cleanErr(err error, wrongTypeOK bool) string {
 // is never granted over a live reader lease or a key it does not own, and
 // a reader's Unlock never deletes a live foreign lease.
 func TestWriterMarkOddPresets(t *testing.T) {
+	t.Parallel()
 	runOddPresets(t)
 }
 
@@ -993,6 +998,7 @@ func (b *holdBook) released(l *redlock.Lock, ks []string) {
 // with a valid writer; fences increase; both kinds are granted; nothing
 // is left on the nodes afterwards. Replay with -seed N.
 func TestWriterMarkRandomized(t *testing.T) {
+	t.Parallel()
 	runMarkRandomized(t, 3, 8, false)
 }
 
@@ -1001,6 +1007,7 @@ func TestWriterMarkRandomized(t *testing.T) {
 // 20ms to 300ms, so that requests time out and land late: marks, read
 // acquires and extensions included.
 func TestWriterMarkRandomizedPausedNodes(t *testing.T) {
+	t.Parallel()
 	runMarkRandomized(t, 5, 12, true)
 }
 
@@ -1369,6 +1376,7 @@ func TestWriterMarkPrefixSeparatesClients(t *testing.T) {
 // extension may have revived the lease: the waiting writer gets in at
 // once (well before the reader's 5s TTL), and nothing is left.
 func TestWriterMarkReadUnlockRacesExtend(t *testing.T) {
+	t.Parallel()
 	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	seed := testSeed(t)
@@ -1468,6 +1476,7 @@ func TestWriterMarkEndsWithinBound(t *testing.T) {
 // the time, and the writer retries at once instead: about twice the
 // attempts. The marks its attempts leave are logged.
 func TestWriterMarkHugeRetryDelay(t *testing.T) {
+	t.Parallel()
 	_, clients := cluster(t, 3)
 	for _, d := range []time.Duration{math.MaxInt64 / 3, math.MaxInt64 / 2, 200 * 365 * 24 * time.Hour, math.MaxInt64} {
 		t.Run(fmt.Sprint(int64(d)), func(t *testing.T) {
@@ -1517,6 +1526,7 @@ func (o roundCounter) ObserveLock(redlock.LockEvent) {}
 // gets in. Once they leave, one by one, the writer gets in at the last
 // one's release.
 func TestWriterMarkPrefixedAutoExtendedReaders(t *testing.T) {
+	t.Parallel()
 	const pfx = "pfx2:"
 	clients, rl := threeNodes(t, redlock.WithKeyPrefix(pfx))
 	ctx := context.Background()
@@ -1625,6 +1635,7 @@ func TestWriterMarkFencedWritersInOrder(t *testing.T) {
 // here too. This test pins the behaviour (it passes when the nested
 // read is refused) so the report can describe it.
 func TestNestedReadWaitsForMarkingWriter(t *testing.T) {
+	t.Parallel()
 	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
@@ -1679,6 +1690,7 @@ func TestWriterNotStarvedWithSilentNode(t *testing.T) {
 // shorter than the readers' holds, new readers keep the key, no release
 // ever empties it, and the writer never gets in.
 func TestWriterMarkRetryDelayOverflow(t *testing.T) {
+	t.Parallel()
 	for _, d := range []time.Duration{math.MaxInt64 / 3, math.MaxInt64 / 2, 100 * 365 * 24 * time.Hour} {
 		t.Run(fmt.Sprint(int64(d)), func(t *testing.T) {
 			clients, rl := threeNodes(t)
@@ -1714,6 +1726,7 @@ func TestWriterMarkRetryDelayOverflow(t *testing.T) {
 //     not woken when the last reader leaves (message "r" is ignored by
 //     readers) and sits out its retry delay while the key is free.
 func TestWriterMarkAfterGiveUp(t *testing.T) {
+	t.Parallel()
 	var refused refusals
 	clients, rl := threeNodes(t, redlock.WithObserver(&refused))
 	ctx := context.Background()
@@ -1778,6 +1791,7 @@ func TestWriterMarkAfterGiveUp(t *testing.T) {
 // not disturb readers; a reader's Unlock after a writer took the key does
 // not delete the writer's key.
 func TestReadWriteReleasesSpareEachOther(t *testing.T) {
+	t.Parallel()
 	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)

@@ -209,6 +209,7 @@ func lockCycle(t testing.TB, rl *redlock.Client, nodes []redis.UniversalClient, 
 }
 
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	p := newPKI(t)
 	addrs := make([]string, 3)
 	for i := range addrs {
@@ -290,6 +291,7 @@ func userClients(t testing.TB, nodes []*redisnode.Node, user, pass string) []red
 }
 
 func TestACL(t *testing.T) {
+	t.Parallel()
 	nodes := redistest.NodesWith(t, 3, redisnode.Options{Args: []string{"--requirepass", "admin-pw"}})
 	admins := redistest.Clients(t, nodes)
 	// The documented ACL (docs/security.md): keys and channels of the
@@ -461,6 +463,7 @@ func globEscape(s string) string {
 // patterns, so a script touching any other key would fail with NOPERM.
 // Afterwards the nodes hold no other key.
 func TestScriptsTouchOnlyOwnKeys(t *testing.T) {
+	t.Parallel()
 	nodes := redistest.NodesWith(t, 3, redisnode.Options{Args: []string{"--requirepass", "admin-pw"}})
 	admins := redistest.Clients(t, nodes)
 	k := key(t)

@@ -140,9 +140,14 @@ echo "== [${SECONDS}s] go test . (2 shards side by side, then the tests matching
 # TestWriterNotStarvedWithSilentNode's bound.
 PAUSE_GROUPS="-$bgl -$bgs -$bgc" bash .ci/test-shards.sh 2 . "$SOLO" .ci/root-test-times.txt || exit 1
 
+echo "== [${SECONDS}s] go test ./internal/node (2 shards side by side, then the tests matching $SOLO on their own)"
+# internal/node's tests drive whole Clients against real nodes, as the
+# root's do, and wait on them as much: dealt the same way.
+PAUSE_GROUPS="-$bgl -$bgs -$bgc" bash .ci/test-shards.sh 2 ./internal/node "$SOLO" .ci/root-test-times.txt || exit 1
+
 echo "== [${SECONDS}s] go test the root module's other packages"
 # shellcheck disable=SC2046
-eval $GO test "$GOTEST" $($GO list ./... | grep -vx "$ROOT_PKG") || exit 1
+eval $GO test "$GOTEST" $($GO list ./... | grep -vx -e "$ROOT_PKG" -e "$ROOT_PKG/internal/node") || exit 1
 await "$bgl" "$tmp/large.out"
 for m in $LARGE; do
 	echo "== [${SECONDS}s] go test $m"
