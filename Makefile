@@ -36,6 +36,7 @@ GOTEST = -race -count=1 -p 1 -timeout 14m
 # make lint and make test.
 STATICCHECK_VERSION = v0.8.2
 STATICCHECK = $(CURDIR)/bin/staticcheck-$(STATICCHECK_VERSION)
+STATICCHECK_PKG = honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 # make test runs .ci/test.sh, which says how and why at its top: every
 # module vetted with -race (so that vet and the tests build each
@@ -48,9 +49,9 @@ ROOT_PKG = github.com/seed543a70bd/redlock
 # The root package's tests that load the machine themselves run on their
 # own, after the shards (see .ci/test-shards.sh).
 SOLO_TESTS = Burst|Many|Storm|UnderLoad|Churn|SilentNode
-test: redis fmt-check $(STATICCHECK)
+test: redis fmt-check
 	@GO='$(GO)' GOTEST='$(GOTEST)' ROOT_PKG='$(ROOT_PKG)' SOLO='$(SOLO_TESTS)' \
-		STATICCHECK='$(STATICCHECK)' CHECKED='$(MODULES) bench' \
+		STATICCHECK='$(STATICCHECK)' STATICCHECK_PKG='$(STATICCHECK_PKG)' CHECKED='$(MODULES) bench' \
 		LARGE='$(filter-out .,$(LARGE_MODULES))' SMALL='$(SMALL_MODULES)' bash .ci/test.sh
 
 lint: vet fmt-check staticcheck apicount released-imports
@@ -59,7 +60,7 @@ vet:
 	@set -e; for m in $(MODULES) bench; do (cd $$m && $(GO) vet ./...); done
 
 $(STATICCHECK):
-	GOBIN=$(CURDIR)/bin/.staticcheck $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	GOBIN=$(CURDIR)/bin/.staticcheck $(GO) install $(STATICCHECK_PKG)
 	mv $(CURDIR)/bin/.staticcheck/staticcheck $@ && rmdir $(CURDIR)/bin/.staticcheck
 staticcheck: $(STATICCHECK)
 	@STATICCHECK='$(STATICCHECK)' bash .ci/staticcheck.sh $(MODULES) bench
