@@ -1526,7 +1526,6 @@ func (o roundCounter) ObserveLock(redlock.LockEvent) {}
 // gets in. Once they leave, one by one, the writer gets in at the last
 // one's release.
 func TestWriterMarkPrefixedAutoExtendedReaders(t *testing.T) {
-	t.Parallel()
 	const pfx = "pfx2:"
 	clients, rl := threeNodes(t, redlock.WithKeyPrefix(pfx))
 	ctx := context.Background()

@@ -115,7 +115,10 @@ func TestPipelineBatchesInOrder(t *testing.T) {
 	for _, cl := range clients {
 		cl.(*redis.Client).AddHook(h)
 	}
-	c, err := redlock.New(clients)
+	// A per-node timeout of seconds: the subject is batching and order,
+	// and the default (200ms for these 10s locks) failed cycles at load
+	// 25 and more.
+	c, err := redlock.New(clients, redlock.WithNodeTimeout(2*time.Second))
 	require.NoError(t, err)
 
 	hammer(t, c, 32, 100, nil)
