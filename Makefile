@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: help redis valkey test lint vet fmt-check
+.PHONY: help redis valkey test lint vet fmt-check staticcheck apicount released-imports
 
 # `make` alone lists the targets; it installs and runs nothing.
 .DEFAULT_GOAL := help
@@ -8,7 +8,7 @@ help:
 	@echo 'Targets (see the comment above each in the Makefile):'
 	@echo '  make demo       build bin/redlock-lab and run its demo: 5 local nodes, a node killed mid-lock, report/demo/index.html'
 	@echo '  make test       vet, gofmt check, race tests of every module with the short chaos pass (several minutes)'
-	@echo '  make lint       go vet of every module and gofmt -l'
+	@echo '  make lint       go vet, staticcheck and gofmt -l of every module, and the root package'"'"'s exported identifiers (at most API_LIMIT)'
 	@echo '  make cli        build the lean production CLI (run, status) into bin/redlock'
 	@echo '  make lab        build redlock-lab (demo, chaos) into bin/redlock-lab'
 	@echo '  make bench      peer benchmarks (redsync, redislock) on 5 local nodes, bench/results/latest.json'
@@ -52,6 +52,13 @@ SMALL_MODULES = cmd/redlock extra/redlockotel extra/redlockprom extra/redlockgoc
 MODULES = $(LARGE_MODULES) $(SMALL_MODULES)
 GOTEST = -race -count=1 -p 1 -timeout 14m
 
+# staticcheck (honnef.co/go/tools) at a fixed version from the Go module
+# proxy, built once into bin/ and run in every module, bench/ too, by
+# make lint and make test.
+STATICCHECK_VERSION = v0.8.2
+STATICCHECK = $(CURDIR)/bin/staticcheck-$(STATICCHECK_VERSION)
+STATICCHECK_PKG = honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
 # make test runs .ci/test.sh, which says how and why at its top: every
 # module vetted with -race (so that vet and the tests build each
 # dependency once), the root package's tests as 2 shards side by side
@@ -67,12 +74,34 @@ test: redis $(if $(filter 1,$(VALKEY)),valkey) fmt-check
 	@GO='$(GO)' GOTEST='$(GOTEST)' ROOT_PKG='$(ROOT_PKG)' SOLO='$(SOLO_TESTS)' \
 		LARGE='$(filter-out .,$(LARGE_MODULES))' SMALL='$(SMALL_MODULES)' \
 		VALKEY_TESTS='$(if $(filter 1,$(VALKEY)),$(VALKEY_TESTS))' VALKEY_CHAOS='$(if $(filter 1,$(VALKEY)),$(VALKEY_CHAOS))' \
+		STATICCHECK='$(STATICCHECK)' STATICCHECK_PKG='$(STATICCHECK_PKG)' CHECKED='$(MODULES) bench' \
 		bash .ci/test.sh
 
-lint: vet fmt-check
+lint: vet fmt-check staticcheck apicount released-imports
 
 vet:
-	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
+	@set -e; for m in $(MODULES) bench; do (cd $$m && $(GO) vet ./...); done
+
+$(STATICCHECK):
+	GOBIN=$(CURDIR)/bin/.staticcheck $(GO) install $(STATICCHECK_PKG)
+	mv $(CURDIR)/bin/.staticcheck/staticcheck $@ && rmdir $(CURDIR)/bin/.staticcheck
+staticcheck: $(STATICCHECK)
+	@STATICCHECK='$(STATICCHECK)' bash .ci/staticcheck.sh $(MODULES) bench
+
+# The released modules (cmd/redlock, extra/*) import no internal/ package
+# of the root module: once the modules are tagged apart, another module's
+# internals are no contract. (The chaos lab and bench/ may.)
+released-imports:
+	@out=$$(grep -rn --include='*.go' '"$(ROOT_PKG)/internal/' cmd extra); \
+		if [ -n "$$out" ]; then echo "released modules import the root module's internal packages:"; echo "$$out"; exit 1; fi
+
+# The root package's exported identifiers (types, functions, methods of
+# exported types, variables and constants), counted by
+# internal/tools/apicount: the API stays small enough to take in at a
+# glance. Fails above API_LIMIT.
+API_LIMIT ?= 90
+apicount:
+	@$(GO) run ./internal/tools/apicount -limit $(API_LIMIT) .
 
 fmt-check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi

@@ -33,7 +33,8 @@ import (
 // higher term, and a second Resign returns nil.
 func TestElectionCampaignProclaimResignHandsOff(t *testing.T) {
 	_, clients := cluster(t, 3)
-	a, b := newClient(t, clients), newClient(t, clients)
+	var refused refusals
+	a, b := newClient(t, clients), newClient(t, clients, redlock.WithObserver(&refused))
 	ctx := context.Background()
 	name := key(t)
 	lead, err := a.Election(name).Campaign(ctx, "host-a", 10*time.Second)
@@ -69,7 +70,7 @@ func TestElectionCampaignProclaimResignHandsOff(t *testing.T) {
 		h, err := a.Inspect(ctx, redlock.ElectionKey(name))
 		return err == nil && h.State == redlock.HoldHeld
 	}, "want the leader held")
-	time.Sleep(50 * time.Millisecond) // let the candidate's first attempt be refused
+	refused.awaitWaiting(t, clients, 1) // the candidate's first attempt was refused
 	resigned := time.Now()
 	require.NoError(t, lead.Resign(ctx))
 	require.NoError(t, lead.Resign(ctx), "want a second Resign to return nil")
@@ -151,6 +152,7 @@ func TestElectionKeysApartFromLocks(t *testing.T) {
 // the error, and leaves the leader in place; a leadership outlives the
 // ctx it was won with, auto-extended past its TTL.
 func TestCampaignCtxBoundsOnlyTheWait(t *testing.T) {
+	t.Parallel()
 	_, rl := threeNodes(t)
 	ctx := context.Background()
 	name := key(t)
@@ -341,6 +343,7 @@ type leadTerm struct {
 // guard. At no instant are two leaderships both valid, and terms rise
 // in the order leaders were elected.
 func TestElectionOneLeaderAtATime(t *testing.T) {
+	t.Parallel()
 	seed := testSeed(t)
 	nodes, clients := cluster(t, 3)
 	const (
@@ -431,6 +434,7 @@ type observed struct {
 // Campaign's value and then every successful Proclaim's, in term order,
 // without duplicates, ending with the last leader.
 func TestElectionObserveFollowsTerms(t *testing.T) {
+	t.Parallel()
 	seed := testSeed(t)
 	_, clients := cluster(t, 3)
 	ctx := context.Background()
@@ -885,6 +889,7 @@ func assertNoErr(t *testing.T, err error) bool {
 // TestElectionTermRisesAcrossRestart pins that a term keeps rising when
 // a node restarts without its data, under the restart guard.
 func TestElectionTermRisesAcrossRestart(t *testing.T) {
+	t.Parallel()
 	nodes, clients := cluster(t, 3)
 	const guard = 500 * time.Millisecond
 	rl := newClient(t, clients, redlock.WithRestartGuard(guard))
@@ -1040,6 +1045,7 @@ func TestCampaignCancelledAtAnyInstantLeavesNothing(t *testing.T) {
 // observer whose ACL user may not subscribe still sees every leader and
 // value it polls, within its polling interval.
 func TestElectionObserveWithoutPubSub(t *testing.T) {
+	t.Parallel()
 	nodes := redistest.NodesWith(t, 3, redisnode.Options{Args: []string{"--requirepass", "admin-pw"}})
 	admins := redistest.Clients(t, nodes)
 	aclSetUser(t, admins, "nosub", "on", ">secret", "~*", "&*", "+@all", "-psubscribe", "-subscribe")
@@ -1355,6 +1361,7 @@ func observing(fn string) bool {
 // its ctx ends it returns a one-line error that matches ErrNotObtained
 // and ctx's error and says why the publication failed.
 func TestCampaignBacksOffWhenPublishFails(t *testing.T) {
+	t.Parallel()
 	_, clients := cluster(t, 3)
 	proclaim := failing(wire.ScriptProclaim.Src)
 	clients[0].AddHook(proclaim)

@@ -126,18 +126,19 @@ func TestPathExpiredDescendantStopsBlocking(t *testing.T) {
 	_, rl := threeNodes(t)
 	ctx := context.Background()
 	p := key(t)
-	_, err := rl.TryLockPath(ctx, p+"/child", 300*time.Millisecond) // abandoned
+	_, err := rl.TryLockPath(ctx, p+"/child", 2*time.Second) // abandoned; seconds, so that a stall cannot end it before the refusal below
 	require.NoError(t, err)
 	_, err = rl.TryLockPath(ctx, p, time.Second)
 	require.ErrorIs(t, err, redlock.ErrContended)
-	eventuallyTaken(t, 5*time.Second, func() (*redlock.Lock, error) { return rl.TryLockPath(ctx, p, time.Second) },
+	eventuallyTaken(t, 10*time.Second, func() (*redlock.Lock, error) { return rl.TryLockPath(ctx, p, time.Second) },
 		"want the ancestor free once the abandoned descendant's lease expired")
 }
 
 // TestPathHandoff: a LockPath waiting for an ancestor wakes on the
 // release of the descendant that blocked it, well before its retry delay.
 func TestPathHandoff(t *testing.T) {
-	_, rl := threeNodes(t)
+	var refused refusals
+	clients, rl := threeNodes(t, redlock.WithObserver(&refused))
 	ctx := context.Background()
 	p := key(t)
 	held, err := rl.TryLockPath(ctx, p+"/a/b", 10*time.Second)
@@ -152,7 +153,7 @@ func TestPathHandoff(t *testing.T) {
 		}
 		got <- err
 	}()
-	time.Sleep(300 * time.Millisecond) // let the waiter try once and subscribe
+	refused.awaitWaiting(t, clients, 1)
 	start := time.Now()
 	require.NoError(t, held.Unlock(ctx))
 	select {
@@ -664,6 +665,7 @@ func TestForeignValueOnUnlockAndExtend(t *testing.T) {
 // value on one node of three, it retries as for a failed node, and wins
 // once another owner's key on a second node expires.
 func TestLockStopsOnForeignValue(t *testing.T) {
+	t.Parallel()
 	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	forEachKind(t, func(t *testing.T, ka kindAttempt, base, at string) {
@@ -698,6 +700,7 @@ func TestLockStopsOnForeignValue(t *testing.T) {
 // paths, no writer beside a reader, never more than limit permits, all
 // while both holders' Validity is positive.
 func TestFamilyTinyTimeouts(t *testing.T) {
+	t.Parallel()
 	_, clients := cluster(t, 5)
 	rl := newClient(t, clients, redlock.WithNodeTimeout(time.Millisecond))
 	root := key(t)
@@ -792,6 +795,7 @@ func TestFamilyTinyTimeouts(t *testing.T) {
 // than a quorum of nodes still grants the lease (its expiry on the node,
 // read from the readers set or the semaphore).
 func TestFamilyConcurrentExtend(t *testing.T) {
+	t.Parallel()
 	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)

@@ -251,6 +251,7 @@ func memDir(t testing.TB) string {
 // always: data kept). Every holder, while its lock is valid, checks that
 // its token exceeds the previous holder's.
 func TestFenceMonotonicWithRestarts(t *testing.T) {
+	t.Parallel()
 	nodes := redistest.NodesWith(t, 5, redisnode.Options{AppendOnly: true, Dir: memDir(t)})
 	clients := redistest.Clients(t, nodes)
 	k := key(t)

@@ -501,3 +501,27 @@ func benchHeldKey(b *testing.B) (*redlock.Client, []string) {
 	}
 	return rl, keys
 }
+
+// refusals is an Observer that counts the lock rounds refused because the
+// key was held: given to a Client (WithObserver), it lets a test await a
+// waiter's refusal (awaitWaiting) instead of sleeping for it.
+type refusals struct{ n atomic.Int64 }
+
+var _ redlock.Observer = (*refusals)(nil)
+
+func (r *refusals) ObserveNode(redlock.NodeEvent) {}
+func (r *refusals) ObserveLock(redlock.LockEvent) {}
+func (r *refusals) ObserveRound(e redlock.RoundEvent) {
+	if e.Op == redlock.OpLock && e.Reason == redlock.ReasonContended {
+		r.n.Add(1)
+	}
+}
+
+// awaitWaiting waits (10s at most) until r has counted n refused lock
+// rounds in all and every node has a release subscription: a waiter was
+// refused and waits for a release, or its retry delay.
+func (r *refusals) awaitWaiting(t testing.TB, clients []redis.UniversalClient, n int64) {
+	t.Helper()
+	eventually(t, 10*time.Second, func() bool { return r.n.Load() >= n && subscribed(t, clients, 1) },
+		"want %d refused lock rounds and a waiter subscribed, got %d refused", n, r.n.Load())
+}

@@ -23,6 +23,7 @@ import (
 // one would hang), and a wait whose ctx ends returns its error without
 // the lock.
 func TestLockExtExclusionAndWakeups(t *testing.T) {
+	t.Parallel()
 	var l Lock
 	var inside atomic.Int32
 	var ctxEnded atomic.Int64
@@ -88,6 +89,7 @@ func TestLockExtExclusionAndWakeups(t *testing.T) {
 // exceed what a quorum of nodes still holds (the quorum-th largest
 // PTTL), and the lock's token must be on a quorum while Validity > 0.
 func TestExtendValidityNeverOutlivesNodes(t *testing.T) {
+	t.Parallel()
 	for round := range 3 {
 		t.Run(fmt.Sprint(round), func(t *testing.T) {
 			nodes := redistest.Nodes(t, 3)
@@ -171,6 +173,7 @@ func TestExtendValidityNeverOutlivesNodes(t *testing.T) {
 // with a live ctx waits and runs only once the batch has ended (extMu
 // free), and is not lost (no missed wake-up) when the batch ends.
 func TestExtendWaitsForBatchThenSerialised(t *testing.T) {
+	t.Parallel()
 	nodes := redistest.Nodes(t, 3)
 	clients := nodeClients(t, nodes, func(o *redis.Options) { o.ReadTimeout, o.WriteTimeout = 5*time.Second, 5*time.Second })
 	c := newTestClient(t, clients, WithNodeTimeout(3*time.Second))

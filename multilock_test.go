@@ -76,6 +76,7 @@ func repeat(s string, n int) []string {
 // foreign key never gets the other: all or nothing), the other holder's
 // key is never touched, and the reason names contention or outage.
 func TestMultiLockSubsets(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	keysOf := func(k string) []string { return []string{k + ":a", k + ":b"} }
 	everyNodeState(t, 5, func(c redis.UniversalClient, k string) {
@@ -129,6 +130,7 @@ func TestMultiLockSubsets(t *testing.T) {
 // the key on every node; with one killed it fails, names that node, and
 // leaves no key on any node; once the node is back it wins again.
 func TestMultiLockOneNodeDown(t *testing.T) {
+	t.Parallel()
 	nodes, clients := cluster(t, 5)
 	ctx := context.Background()
 	ml := newMultiLock(t, clients)
@@ -672,6 +674,7 @@ func redisCluster(t *testing.T, masters int) *redis.ClusterClient {
 // itself would answer CROSSSLOT), for Client and MultiLock, and nothing is
 // sent. The node here is a real 3-master cluster next to two plain nodes.
 func TestKeysCluster(t *testing.T) {
+	t.Parallel()
 	cc := redisCluster(t, 3)
 	_, plain := cluster(t, 2)
 	nodes := []redis.UniversalClient{cc, plain[0], plain[1]}

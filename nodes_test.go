@@ -928,6 +928,7 @@ func requireVotes(t *testing.T, c *redlock.Client, clients []redis.UniversalClie
 // seen no error since. Once node 0 has been up for the guard's duration
 // it votes again.
 func TestRestartGuard(t *testing.T) {
+	t.Parallel()
 	nodes, clients := cluster(t, 5)
 	ctx := context.Background()
 	const guard = 1500 * time.Millisecond
@@ -996,6 +997,7 @@ func TestRestartGuard(t *testing.T) {
 // TestRestartGuardExtend: an Extend does not count a node that restarted
 // since the lock was taken either.
 func TestRestartGuardExtend(t *testing.T) {
+	t.Parallel()
 	nodes, clients := cluster(t, 3)
 	ctx := context.Background()
 	const guard = time.Second
@@ -1034,6 +1036,7 @@ func TestRestartGuardOptions(t *testing.T) {
 // it), whether or not the parent is guarded itself, without connecting
 // anywhere; the plain client is accepted and refuses the restarted node.
 func TestRestartGuardRefusesWithTimeoutClone(t *testing.T) {
+	t.Parallel()
 	nodes, clients := cluster(t, 3)
 	ctx := context.Background()
 	const guard = time.Second
@@ -1218,6 +1221,7 @@ func failoverClient(t testing.TB, sentinel, name string) *redis.Client {
 }
 
 func TestSentinel(t *testing.T) {
+	t.Parallel()
 	n0, n1 := startReplicated(t, "node0"), startReplicated(t, "node1")
 	sentinel := startSentinel(t, n0, n1)
 	plain := redistest.Clients(t, redistest.Nodes(t, 2))

@@ -394,7 +394,7 @@ const (
 func FuzzOptions(f *testing.F) {
 	f.Add(uint16(0), 0.01, int64(0), int64(0), 0, 0, int64(0), int64(0), "", int64(10*time.Second))
 	f.Add(uint16(0xff), 0.01, int64(time.Millisecond), int64(time.Millisecond), 3, 1, int64(time.Second), int64(time.Second), "0123456789abcdef", int64(time.Second))
-	f.Add(uint16(optDrift), -0.0, int64(0), int64(0), 0, 0, int64(0), int64(0), "", int64(time.Second))
+	f.Add(uint16(optDrift), math.Copysign(0, -1), int64(0), int64(0), 0, 0, int64(0), int64(0), "", int64(time.Second))
 	f.Add(uint16(optDrift), 0.5, int64(0), int64(0), 0, 0, int64(0), int64(0), "", int64(time.Second))
 	f.Add(uint16(optDrift), 0.4999999999, int64(0), int64(0), 0, 0, int64(0), int64(0), "", int64(math.MaxInt64))
 	f.Add(uint16(optDrift), math.NaN(), int64(0), int64(0), 0, 0, int64(0), int64(0), "", int64(time.Second))

@@ -93,6 +93,7 @@ func TestHandoffWakesWaiter(t *testing.T) {
 // refused but before it joined the Client's waiters (its observer holds
 // it there), or after it joined.
 func TestHandoffInProcess(t *testing.T) {
+	t.Parallel()
 	nodes, admins := cluster(t, 3)
 	aclSetUser(t, admins, "nosub", append([]string{"on", ">pw"}, slices.DeleteFunc(slices.Clone(documentedACL), func(r string) bool {
 		return r == "+psubscribe" || r == "+punsubscribe"

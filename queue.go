@@ -145,13 +145,6 @@ func (ls *lines) enter(ctx contextLike, key string) (ln *line, waited bool, err 
 	return nil, true, ctx.Err()
 }
 
-// more reports whether calls wait behind ln's front.
-func (ls *lines) more(ln *line) bool {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	return len(ln.next) > 0
-}
-
 // leave hands ln's front to the next call, or closes the line; the hub
 // waiter goes with the line and leaves the hub with it.
 func (ls *lines) leave(key string, ln *line) {

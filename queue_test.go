@@ -327,6 +327,7 @@ func TestQueueDeadWaitersDoNotBlock(t *testing.T) {
 // with a 20s retry delay are still each served within 5s of the release
 // before them: they fall back to waking on any release.
 func TestQueueNodeDown(t *testing.T) {
+	t.Parallel()
 	// The node is killed while the waiters are queued on it.
 	t.Run("killed while queued", func(t *testing.T) { queueNodeDown(t, queueKilled) })
 	// The node restarts empty while the waiters are queued on it: it

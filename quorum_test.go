@@ -28,6 +28,7 @@ import (
 // leaves none of our keys, the reason names contention or outage, and
 // neither Lock nor Unlock touches another holder's key.
 func TestQuorumSubsets(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	everyNodeState(t, 5, func(c redis.UniversalClient, k string) {
 		holdForeign(t, c, k, time.Minute)
@@ -95,6 +96,7 @@ func TestQuorumSubsets(t *testing.T) {
 // refused with ErrExpired (and released), never returned with
 // Validity <= 0.
 func TestFirstRoundNeverReturnsExpired(t *testing.T) {
+	t.Parallel()
 	nodes, clients := cluster(t, 3)
 	require.NoError(t, nodes[2].Pause())
 	t.Cleanup(func() { _ = nodes[2].Resume() })
@@ -122,6 +124,7 @@ func TestFirstRoundNeverReturnsExpired(t *testing.T) {
 // cancellation being seen (the 4th and 5th replies come right after the
 // 3rd, which decides).
 func TestCancelledWinLeavesNothing(t *testing.T) {
+	t.Parallel()
 	_, clients := cluster(t, 5)
 	rl := newClient(t, clients)
 	tries := 3000
@@ -329,6 +332,7 @@ func leftKeys(t testing.TB, clients []redis.UniversalClient, keys []string) stri
 // its release must last as long as the key may, not the lock's last
 // won TTL (300ms), and delete it. The randomized stress test found this.
 func TestReleaseRetryOutlastsLongestTTL(t *testing.T) {
+	t.Parallel()
 	nodes := redistest.NodesWith(t, 3, redisnode.Options{AppendOnly: true})
 	clients := redistest.Clients(t, nodes)
 	rl := newClient(t, clients, redlock.WithNodeTimeout(50*time.Millisecond))
@@ -362,6 +366,7 @@ func TestReleaseRetryOutlastsLongestTTL(t *testing.T) {
 // old release would do exactly that, which is why releases of WithToken
 // locks are not retried.
 func TestReleaseRetrySparesRelockWithSameToken(t *testing.T) {
+	t.Parallel()
 	nodes, clients := cluster(t, 3)
 	rl := newClient(t, clients)
 	ctx := context.Background()

@@ -436,16 +436,6 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// pendingReleases returns how many releases wait for a retry, over
-// every node.
-func (c *Client) pendingReleases() int {
-	n := 0
-	for _, nd := range c.nodes {
-		n += nd.PendingReleases()
-	}
-	return n
-}
-
 // Dial returns a Client over one go-redis client per URL, each URL one
 // independent Redis master (see New), built by NewClients with settings
 // that make a node that is down fail fast. opts are New's, and

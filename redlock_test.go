@@ -65,6 +65,7 @@ func TestKilledNodeWhileHeld(t *testing.T) {
 // a few milliseconds; no two are ever inside the critical section while
 // their Validity is positive.
 func TestNoOverlap(t *testing.T) {
+	t.Parallel()
 	_, clients := cluster(t, 5)
 	k := key(t)
 	const workers, iters = 8, 25
@@ -101,6 +102,7 @@ func TestNoOverlap(t *testing.T) {
 // TestIdempotentAcquire: an attempt that finds its own token on a node
 // counts that node and refreshes its TTL.
 func TestIdempotentAcquire(t *testing.T) {
+	t.Parallel()
 	_, clients := cluster(t, 5)
 	ctx := context.Background()
 	c := newClient(t, clients)

@@ -45,15 +45,17 @@ func TestReadWrite(t *testing.T) {
 	require.ErrorIs(t, err, redlock.ErrContended, "want a reader refused while a writer holds the key")
 	require.NoError(t, w.Unlock(ctx))
 
-	// An abandoned reader blocks only until its lease expires.
-	_, err = rl.TryRLock(ctx, k, 300*time.Millisecond)
+	// An abandoned reader blocks only until its lease expires: a lease
+	// of seconds, so that a stall cannot end it before the writer's
+	// refusal below.
+	_, err = rl.TryRLock(ctx, k, 2*time.Second)
 	require.NoError(t, err)
-	long, err := rl.TryRLock(ctx, k, 400*time.Millisecond)
+	long, err := rl.TryRLock(ctx, k, 10*time.Second)
 	require.NoError(t, err)
 	require.NoError(t, long.Unlock(ctx)) // the short one stays, abandoned
 	_, err = rl.TryLock(ctx, k, time.Second)
 	require.ErrorIs(t, err, redlock.ErrContended)
-	eventuallyTaken(t, 5*time.Second, func() (*redlock.Lock, error) { return rl.TryLock(ctx, k, time.Second) },
+	eventuallyTaken(t, 10*time.Second, func() (*redlock.Lock, error) { return rl.TryLock(ctx, k, time.Second) },
 		"want the writer in once the abandoned reader's lease expired")
 	requireRWGone(t, clients, k, 2*time.Second)
 }
@@ -61,7 +63,8 @@ func TestReadWrite(t *testing.T) {
 // TestRWHandoff: a writer waiting for readers wakes on the last reader's
 // release; a reader waiting for a writer wakes on the writer's.
 func TestRWHandoff(t *testing.T) {
-	_, rl := threeNodes(t)
+	var refused refusals
+	clients, rl := threeNodes(t, redlock.WithObserver(&refused))
 	ctx := context.Background()
 	k := key(t)
 	r := rlock(t, rl, k, 10*time.Second)
@@ -81,17 +84,18 @@ func TestRWHandoff(t *testing.T) {
 	writer := wait(func(c context.Context) (*redlock.Lock, error) {
 		return rl.Lock(c, k, 10*time.Second, redlock.WithRetryDelay(5*time.Second))
 	})
-	time.Sleep(300 * time.Millisecond)
+	refused.awaitWaiting(t, clients, 1)
 	start := time.Now()
 	require.NoError(t, r.Unlock(ctx))
 	w := <-writer
 	require.NotNil(t, w)
 	require.Less(t, time.Since(start), 2*time.Second, "want the writer woken by the last reader's release")
 
+	before := refused.n.Load()
 	reader := wait(func(c context.Context) (*redlock.Lock, error) {
 		return rl.RLock(c, k, 10*time.Second, redlock.WithRetryDelay(5*time.Second))
 	})
-	time.Sleep(300 * time.Millisecond)
+	refused.awaitWaiting(t, clients, before+1)
 	start = time.Now()
 	require.NoError(t, w.Unlock(ctx))
 	r2 := <-reader
@@ -198,6 +202,7 @@ func TestWriterNotStarvedByReaders(t *testing.T) {
 // never marks. (A writer whose ctx has a deadline marks no longer than
 // that: TestWriterMarkAfterGiveUp.)
 func TestWriterMarkEnds(t *testing.T) {
+	t.Parallel()
 	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
@@ -283,6 +288,7 @@ func TestWriterMarkKeysAndFencing(t *testing.T) {
 // the clients stop. The choices come from a seed it logs; replay with
 // -seed N.
 func TestReadWriteRandomized(t *testing.T) {
+	t.Parallel()
 	seed := testSeed(t)
 	_, clients := cluster(t, 3)
 	ctx := context.Background()
@@ -439,6 +445,7 @@ func markedOn(t testing.TB, clients []redis.UniversalClient, k string) bool {
 // do not renew the mark. Once the readers Unlock, a waiting writer gets
 // in, and not before.
 func TestWriterMarkAutoExtendedReaders(t *testing.T) {
+	t.Parallel()
 	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
@@ -531,6 +538,7 @@ func TestWriterMarkAutoExtendedReaders(t *testing.T) {
 // lease is valid (without the guard it would: the case the guard is
 // for).
 func TestWriterMarkNodeRestart(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		restarts int
@@ -856,6 +864,7 @@ func cleanErr(err error, wrongTypeOK bool) string {
 // is never granted over a live reader lease or a key it does not own, and
 // a reader's Unlock never deletes a live foreign lease.
 func TestWriterMarkOddPresets(t *testing.T) {
+	t.Parallel()
 	runOddPresets(t)
 }
 
@@ -989,6 +998,7 @@ func (b *holdBook) released(l *redlock.Lock, ks []string) {
 // with a valid writer; fences increase; both kinds are granted; nothing
 // is left on the nodes afterwards. Replay with -seed N.
 func TestWriterMarkRandomized(t *testing.T) {
+	t.Parallel()
 	runMarkRandomized(t, 3, 8, false)
 }
 
@@ -997,6 +1007,7 @@ func TestWriterMarkRandomized(t *testing.T) {
 // 20ms to 300ms, so that requests time out and land late: marks, read
 // acquires and extensions included.
 func TestWriterMarkRandomizedPausedNodes(t *testing.T) {
+	t.Parallel()
 	runMarkRandomized(t, 5, 12, true)
 }
 
@@ -1365,6 +1376,7 @@ func TestWriterMarkPrefixSeparatesClients(t *testing.T) {
 // extension may have revived the lease: the waiting writer gets in at
 // once (well before the reader's 5s TTL), and nothing is left.
 func TestWriterMarkReadUnlockRacesExtend(t *testing.T) {
+	t.Parallel()
 	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	seed := testSeed(t)
@@ -1464,6 +1476,7 @@ func TestWriterMarkEndsWithinBound(t *testing.T) {
 // the time, and the writer retries at once instead: about twice the
 // attempts. The marks its attempts leave are logged.
 func TestWriterMarkHugeRetryDelay(t *testing.T) {
+	t.Parallel()
 	_, clients := cluster(t, 3)
 	for _, d := range []time.Duration{math.MaxInt64 / 3, math.MaxInt64 / 2, 200 * 365 * 24 * time.Hour, math.MaxInt64} {
 		t.Run(fmt.Sprint(int64(d)), func(t *testing.T) {
@@ -1621,6 +1634,7 @@ func TestWriterMarkFencedWritersInOrder(t *testing.T) {
 // here too. This test pins the behaviour (it passes when the nested
 // read is refused) so the report can describe it.
 func TestNestedReadWaitsForMarkingWriter(t *testing.T) {
+	t.Parallel()
 	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
@@ -1675,6 +1689,7 @@ func TestWriterNotStarvedWithSilentNode(t *testing.T) {
 // shorter than the readers' holds, new readers keep the key, no release
 // ever empties it, and the writer never gets in.
 func TestWriterMarkRetryDelayOverflow(t *testing.T) {
+	t.Parallel()
 	for _, d := range []time.Duration{math.MaxInt64 / 3, math.MaxInt64 / 2, 100 * 365 * 24 * time.Hour} {
 		t.Run(fmt.Sprint(int64(d)), func(t *testing.T) {
 			clients, rl := threeNodes(t)
@@ -1710,7 +1725,9 @@ func TestWriterMarkRetryDelayOverflow(t *testing.T) {
 //     not woken when the last reader leaves (message "r" is ignored by
 //     readers) and sits out its retry delay while the key is free.
 func TestWriterMarkAfterGiveUp(t *testing.T) {
-	clients, rl := threeNodes(t)
+	t.Parallel()
+	var refused refusals
+	clients, rl := threeNodes(t, redlock.WithObserver(&refused))
 	ctx := context.Background()
 	k := key(t)
 	r1, err := rl.TryRLock(ctx, k, time.Second)
@@ -1753,10 +1770,11 @@ func TestWriterMarkAfterGiveUp(t *testing.T) {
 
 	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
 	defer rcancel()
+	before := refused.n.Load()
 	reader := acquireAsync(func() (*redlock.Lock, error) {
 		return rl.RLock(rctx, k, time.Second, redlock.WithRetryDelay(2*time.Second))
 	})
-	time.Sleep(200 * time.Millisecond) // let it be refused and wait, not synchronization
+	refused.awaitWaiting(t, clients, before+1) // refused, it waits
 	freed := time.Now()
 	require.NoError(t, r1.Unlock(ctx))
 	requireRWGone(t, clients, k, time.Second) // the key is free on every node
@@ -1772,10 +1790,11 @@ func TestWriterMarkAfterGiveUp(t *testing.T) {
 // not disturb readers; a reader's Unlock after a writer took the key does
 // not delete the writer's key.
 func TestReadWriteReleasesSpareEachOther(t *testing.T) {
+	t.Parallel()
 	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
-	r1 := rlock(t, rl, k, 2*time.Second)
+	r1 := rlock(t, rl, k, 10*time.Second) // held throughout: a stall must not end it
 	r2 := rlock(t, rl, k, 300*time.Millisecond)
 	_, err := rl.TryLock(ctx, k, time.Second)
 	require.ErrorIs(t, err, redlock.ErrNotObtained, "writer while readers hold")

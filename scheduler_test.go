@@ -367,6 +367,7 @@ func TestBatchPerLockOutcome(t *testing.T) {
 // unless the process stalled past what a lock survives by design (then
 // every lost lock says so).
 func TestBatchedFamilyAndPrefix(t *testing.T) {
+	t.Parallel()
 	clients, rl := threeNodes(t, redlock.WithKeyPrefix("pfx:"))
 	ctx := context.Background()
 	// Long enough to survive a stall of a few hundred ms: the test is
@@ -416,6 +417,7 @@ func TestBatchedFamilyAndPrefix(t *testing.T) {
 // the lock between two rounds (a caller's Extend of 150ms fails after a
 // 150ms stall): the test is about Validity, not about stalls.
 func TestAutoExtendWithConcurrentExtend(t *testing.T) {
+	t.Parallel()
 	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	l := autoExtended(t, rl, 2*time.Second)
@@ -492,6 +494,7 @@ func schedulerLoops() int {
 // if each slot's batch reached its master (or, when the process stalled
 // past what a lock survives by design, every lost lock says so).
 func TestBatchCluster(t *testing.T) {
+	t.Parallel()
 	cc := redisCluster(t, 3)
 	_, plain := cluster(t, 2)
 	ml := newMultiLock(t, []redis.UniversalClient{cc, plain[0], plain[1]})

@@ -209,6 +209,7 @@ func lockCycle(t testing.TB, rl *redlock.Client, nodes []redis.UniversalClient, 
 }
 
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	p := newPKI(t)
 	addrs := make([]string, 3)
 	for i := range addrs {
@@ -290,6 +291,7 @@ func userClients(t testing.TB, nodes []*redisnode.Node, user, pass string) []red
 }
 
 func TestACL(t *testing.T) {
+	t.Parallel()
 	nodes := redistest.NodesWith(t, 3, redisnode.Options{Args: []string{"--requirepass", "admin-pw"}})
 	admins := redistest.Clients(t, nodes)
 	// The documented ACL (docs/security.md): keys and channels of the
@@ -461,6 +463,7 @@ func globEscape(s string) string {
 // patterns, so a script touching any other key would fail with NOPERM.
 // Afterwards the nodes hold no other key.
 func TestScriptsTouchOnlyOwnKeys(t *testing.T) {
+	t.Parallel()
 	nodes := redistest.NodesWith(t, 3, redisnode.Options{Args: []string{"--requirepass", "admin-pw"}})
 	admins := redistest.Clients(t, nodes)
 	k := key(t)
@@ -670,7 +673,8 @@ func TestKeyPrefixACL(t *testing.T) {
 // TestFamilyKeyPrefix: with WithKeyPrefix every key the family writes
 // is under the prefix, and hand-off still wakes waiters.
 func TestFamilyKeyPrefix(t *testing.T) {
-	clients, rl := threeNodes(t, redlock.WithKeyPrefix("app1:"))
+	var refused refusals
+	clients, rl := threeNodes(t, redlock.WithKeyPrefix("app1:"), redlock.WithObserver(&refused))
 	ctx := context.Background()
 	root := key(t)
 	var held []*redlock.Lock
@@ -700,7 +704,7 @@ func TestFamilyKeyPrefix(t *testing.T) {
 		}
 		got <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	refused.awaitWaiting(t, clients, 1)
 	start := time.Now()
 	for _, l := range held {
 		require.NoError(t, l.Unlock(ctx))

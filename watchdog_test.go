@@ -17,6 +17,7 @@ import (
 
 // TestDoOutlivesTTL: fn runs for several TTLs and holds the lock all along.
 func TestDoOutlivesTTL(t *testing.T) {
+	t.Parallel()
 	_, clients := cluster(t, 5)
 	c := newClient(t, clients)
 	other := newClient(t, clients)
@@ -65,6 +66,7 @@ func errOrNil(err error) string {
 // lock's loss is signalled before its lease can end on the nodes, so no
 // other holder can have it yet.
 func TestMajorityKilledCancelsFn(t *testing.T) {
+	t.Parallel()
 	nodes, clients := cluster(t, 5)
 	c := newClient(t, clients)
 	k := key(t)
@@ -101,6 +103,7 @@ func TestMajorityKilledCancelsFn(t *testing.T) {
 // later than the deadline (on the monotonic clock) once extensions cannot
 // reach a quorum.
 func TestAutoExtendDoneBeforeDeadline(t *testing.T) {
+	t.Parallel()
 	nodes, clients := cluster(t, 3)
 	c := newClient(t, clients)
 	ctx := context.Background()
@@ -125,6 +128,7 @@ func TestAutoExtendDoneBeforeDeadline(t *testing.T) {
 // nodes took the shorter TTL, Done closes before the new deadline, not at
 // the old one.
 func TestDoneFollowsEarlierDeadline(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const long, short = 10 * time.Second, 300 * time.Millisecond
 	waitDone := func(t *testing.T, l *redlock.Lock) {
@@ -163,6 +167,7 @@ func TestDoneFollowsEarlierDeadline(t *testing.T) {
 
 // TestHoldLimits: WithMaxExtensions and WithMaxHold stop auto-extension.
 func TestHoldLimits(t *testing.T) {
+	t.Parallel()
 	_, clients := cluster(t, 3)
 	const ttl = 600 * time.Millisecond // extended in time on a loaded machine, so that the limit, not a loss, ends it
 	t.Run("max extensions", func(t *testing.T) {
@@ -196,6 +201,7 @@ func heldUntilLimit(t *testing.T, c *redlock.Client, ttl time.Duration) *redlock
 
 // TestDoneAfterUnlock: Unlock ends the watch with ErrReleased.
 func TestDoneAfterUnlock(t *testing.T) {
+	t.Parallel()
 	_, clients := cluster(t, 3)
 	c := newClient(t, clients)
 	ctx := context.Background()
@@ -253,6 +259,7 @@ func requireHeld(t *testing.T, l *redlock.Lock, min time.Duration) {
 // returns: Validity <= 0, Done closed, Err naming the cause. One foreign
 // node, or nodes that are down, prove nothing: the lock is kept.
 func TestExtendLostEndsValidity(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const ttl = 10 * time.Second
 	lost := []struct {
@@ -331,6 +338,7 @@ func TestExtendLostEndsValidity(t *testing.T) {
 // names the cause. With 1 of 3 nodes held by another owner the lock is
 // extended on and kept.
 func TestAutoExtendLostEndsValidity(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const ttl = time.Second
 	type lockFn func(c *redlock.Client, k string) (*redlock.Lock, error)
@@ -436,6 +444,7 @@ func TestAutoExtendLostEndsValidity(t *testing.T) {
 // clean-up may have run) or a moment later, cycle after cycle: the lock
 // stays held for several TTLs. Replay with -seed N.
 func TestAutoExtendResumesAfterCtx(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(testSeed(t), 0))
 	_, clients := cluster(t, 3)
 	ctx := context.Background()
@@ -479,6 +488,7 @@ func TestAutoExtendResumesAfterCtx(t *testing.T) {
 // winner's ctx is live; then both are cancelled and two more race, right
 // after the cancellation or a moment later.
 func TestAutoExtendOneWinner(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(testSeed(t), 0))
 	_, clients := cluster(t, 3)
 	ctx := context.Background()
@@ -528,6 +538,7 @@ func TestAutoExtendOneWinner(t *testing.T) {
 // ErrLockLost); and a hold limit counts the extensions of every
 // AutoExtend of the lock.
 func TestAutoExtendAfterEnd(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const ttl = time.Second
 	cancelled := func() context.Context {
@@ -582,6 +593,7 @@ type panicValue struct{ msg string }
 // on until the caller's ctx ends, which with context.Background is
 // never.
 func TestDoPanicReleases(t *testing.T) {
+	t.Parallel()
 	_, clients := cluster(t, 3)
 	rl := newClient(t, clients)
 	k := key(t)
@@ -625,6 +637,7 @@ func TestDoPanicReleases(t *testing.T) {
 // would be within timer jitter, so the margin has a floor
 // (minLossMargin).
 func TestDoneNeverAfterDeadline(t *testing.T) {
+	t.Parallel()
 	nodes, clients := cluster(t, 5)
 	rl := newClient(t, clients, redlock.WithNodeTimeout(time.Millisecond), redlock.WithRetryDelay(5*time.Millisecond))
 	const ttl = 400 * time.Millisecond
@@ -759,6 +772,7 @@ func TestDoReleasesOnPanicAndGoexit(t *testing.T) {
 // ErrClosed, and Unlock and Resign still release, so that a candidate of
 // another Client is elected at once.
 func TestCloseEndsAutoExtension(t *testing.T) {
+	t.Parallel()
 	_, clients := cluster(t, 3)
 	ctx := context.Background()
 	rl, err := redlock.New(clients, redlock.WithNodeTimeout(testNodeTimeout))

@@ -52,9 +52,6 @@ func (p *Params) defaults() {
 	}
 }
 
-// nodeTimeout is the library's default per-node timeout for p.TTL.
-func (p Params) nodeTimeout() time.Duration { return nodeTimeoutFor(p.TTL) }
-
 // nodeTimeoutFor is the library's default per-node timeout for ttl.
 func nodeTimeoutFor(ttl time.Duration) time.Duration { return redlock.DefaultNodeTimeout(ttl) }
 

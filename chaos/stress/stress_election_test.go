@@ -235,13 +235,6 @@ func (s *stressRun) proclaim(ctx context.Context, rng *rand.Rand, h *stressHold,
 	h.note("Proclaim(%q), ctx ending after %v: %v", v, until, errText(err))
 }
 
-// healthyNow reports whether no node is killed or paused now, nor was
-// within dialBreakerGrace.
-func (s *stressRun) healthyNow() bool {
-	healed := time.Duration(s.healedAt.Load())
-	return s.procFaultGen.Load()%2 == 0 && (healed == 0 || s.clock.Now()-healed >= dialBreakerGrace)
-}
-
 // healthyFor runs f and reports whether no node was killed or paused at
 // any instant while it ran, nor within dialBreakerGrace before.
 func (s *stressRun) healthyFor(f func()) bool {

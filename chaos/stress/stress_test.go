@@ -634,7 +634,7 @@ func (s *stressRun) do(ctx context.Context, id int, rng *rand.Rand, lk *stressLo
 	}
 	what := fmt.Sprintf("Do(%s, ttl %v) on %s, fn mode %d holding %v, ctx ending after %v (%d options)", key, ttl, lk.name, mode, d, until, len(opts))
 	t0 := time.Now()
-	err, recovered := callDo(cctx, lk, key, ttl, fn, opts...)
+	recovered, err := callDo(cctx, lk, key, ttl, fn, opts...)
 	s.checkBound(id, what, time.Since(t0), until+d+4*lk.roundWait(ttl)+stressSlack)
 	switch {
 	case recovered != nil && (!ran || mode != 2 || recovered != any(boom)):
@@ -653,10 +653,10 @@ func (s *stressRun) do(ctx context.Context, id int, rng *rand.Rand, lk *stressLo
 	}
 }
 
-// callDo calls Do and returns its error, or the panic it passed on.
-func callDo(ctx context.Context, lk *stressLocker, key string, ttl time.Duration, fn func(context.Context) error, opts ...redlock.Option) (err error, recovered any) {
+// callDo calls Do and returns the panic it passed on, or its error.
+func callDo(ctx context.Context, lk *stressLocker, key string, ttl time.Duration, fn func(context.Context) error, opts ...redlock.Option) (recovered any, err error) {
 	defer func() { recovered = recover() }()
-	return lk.acq.Do(ctx, key, ttl, fn, opts...), nil
+	return nil, lk.acq.Do(ctx, key, ttl, fn, opts...)
 }
 
 // callCtx returns a context for one call that ends at a random instant:

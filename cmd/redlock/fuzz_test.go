@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seed543a70bd/redlock/internal/nodeurl"
+	"github.com/seed543a70bd/redlock/cmd/redlock/internal/nodeurl"
 )
 
 // Fuzz targets for node URL handling. `go test` runs the seeds; `make

@@ -14,9 +14,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
-	"github.com/seed543a70bd/redlock/internal/redisnode"
-	"github.com/seed543a70bd/redlock/internal/redistest"
+	"github.com/seed543a70bd/redlock"
+	"github.com/seed543a70bd/redlock/redlocktest"
 )
 
 // The redlock binary, for the tests that need a real process (signals,
@@ -67,7 +68,7 @@ func TestMain(m *testing.M) {
 		// go-redis pool's redial of a killed node sleeps a second before
 		// it sees its client closed, and a Close that a bounded --wait
 		// gave up on ends once the clients are closed.
-		code = redistest.VerifyNoLeaks(5 * time.Second)
+		code = verifyNoLeaks(5 * time.Second)
 	}
 	os.Exit(code)
 }
@@ -81,14 +82,14 @@ func testKey(t testing.TB) string {
 
 // cluster starts n nodes and returns them, a client for each, and their
 // URLs as --nodes wants them.
-func cluster(t testing.TB, n int) ([]*redisnode.Node, []redis.UniversalClient, string) {
+func cluster(t testing.TB, n int) ([]*redlocktest.Node, []redis.UniversalClient, string) {
 	t.Helper()
-	nodes := redistest.Nodes(t, n)
+	nodes := redlocktest.Start(t, n)
 	urls := make([]string, n)
 	for i, nd := range nodes {
 		urls[i] = "redis://" + nd.Addr()
 	}
-	return nodes, redistest.Clients(t, nodes), strings.Join(urls, ",")
+	return nodes, clients(t, nodes), strings.Join(urls, ",")
 }
 
 // result is what an in-process run returned.
@@ -196,5 +197,40 @@ func TestLeanBinaryLinksNoLabModule(t *testing.T) {
 				t.Errorf("want no %s module linked into redlock, got %s", banned, m)
 			}
 		}
+	}
+}
+
+// clients returns one go-redis client per node, with the library's
+// settings for lock nodes (redlock.NewClients), closed when t ends.
+func clients(t testing.TB, nodes []*redlocktest.Node) []redis.UniversalClient {
+	t.Helper()
+	cs, err := redlock.NewClients(redlocktest.URLs(nodes)...)
+	if err != nil {
+		t.Fatalf("redlock.NewClients: want no error, got %v", err)
+	}
+	t.Cleanup(func() {
+		for _, c := range cs {
+			_ = c.Close()
+		}
+	})
+	return cs
+}
+
+// verifyNoLeaks checks, after the tests, that no goroutine outlived them,
+// retrying for up to wait: a go-redis pool's redial of a killed node, or
+// a release retry, ends a little after its test. It returns the exit
+// code for TestMain: 0, or 1 after printing the goroutines left.
+func verifyNoLeaks(wait time.Duration) int {
+	deadline := time.Now().Add(wait)
+	for {
+		err := goleak.Find()
+		if err == nil {
+			return 0
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(os.Stderr, "goleak: goroutines outlived the tests by %v: %v\n", wait, err)
+			return 1
+		}
+		time.Sleep(100 * time.Millisecond) // polling: goroutines ending is not an event to await
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seed543a70bd/redlock"
-	"github.com/seed543a70bd/redlock/internal/nodeurl"
+	"github.com/seed543a70bd/redlock/cmd/redlock/internal/nodeurl"
 )
 
 // envNodes is the environment variable read when --nodes is not given.

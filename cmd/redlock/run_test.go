@@ -502,7 +502,7 @@ func TestRunLeavesNoKey(t *testing.T) {
 // run said "nodes 1 and 3 are the same server".
 func TestRunSameServerTwiceNamesBothURLs(t *testing.T) {
 	nodes, _, urls := cluster(t, 2)
-	alias := fmt.Sprintf("redis://localhost:%d", nodes[0].Port())
+	alias := strings.Replace(nodes[0].URL(), "127.0.0.1", "localhost", 1)
 	r := cli(t, nil, "run", "--nodes", urls+","+alias, "--key", testKey(t), "--", "true")
 	if r.code != exitUsage {
 		t.Fatalf("want exit %d, got %d; stderr:\n%s", exitUsage, r.code, r.stderr)

@@ -95,7 +95,7 @@ func TestStatus(t *testing.T) {
 // the server's key twice.
 func TestStatusSameServerTwice(t *testing.T) {
 	nodes, _, urls := cluster(t, 2)
-	alias := fmt.Sprintf("redis://localhost:%d", nodes[0].Port())
+	alias := strings.Replace(nodes[0].URL(), "127.0.0.1", "localhost", 1)
 	r := cli(t, nil, "status", "--nodes", urls+","+alias, "--key", testKey(t))
 	if r.code != exitUsage {
 		t.Fatalf("want exit %d, got %d:\n%s%s", exitUsage, r.code, r.stdout, r.stderr)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/seed543a70bd/redlock"
 	"github.com/seed543a70bd/redlock/extra/redlockcron"
-	"github.com/seed543a70bd/redlock/internal/redisnode"
+	"github.com/seed543a70bd/redlock/redlocktest"
 )
 
 // Two instances of a service, each with its own Cron and Client over the
@@ -19,7 +19,7 @@ import (
 func Example() {
 	// Three local redis-server processes; real code passes clients for
 	// its own independent masters.
-	nodes, err := redisnode.StartN(3, redisnode.Options{})
+	nodes, err := redlocktest.StartNodes(3)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -25,7 +25,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/seed543a70bd/redlock"
-	"github.com/seed543a70bd/redlock/internal/minhold"
+	"github.com/seed543a70bd/redlock/extra/redlockcron/internal/minhold"
 )
 
 // MinTTL is the shortest TTL the wrappers accept. The library accepts a

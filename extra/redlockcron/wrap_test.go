@@ -14,7 +14,7 @@ import (
 
 	"github.com/seed543a70bd/redlock"
 	"github.com/seed543a70bd/redlock/extra/redlockcron"
-	"github.com/seed543a70bd/redlock/internal/redistest"
+	"github.com/seed543a70bd/redlock/redlocktest"
 )
 
 // Three cron instances, each with its own Client over the same three
@@ -24,7 +24,7 @@ import (
 // about 8) may go unrun, for a machine that stalls past the per-node
 // timeout on every instance at once.
 func TestEachTickRunsOnceAcrossCrons(t *testing.T) {
-	nodes := redistest.Nodes(t, 3)
+	nodes := redlocktest.Start(t, 3)
 	k := key(t)
 	var mu sync.Mutex
 	runs := make(map[int64][]int)
@@ -76,7 +76,7 @@ func TestEachTickRunsOnceAcrossCrons(t *testing.T) {
 // A job that runs 1.5s with a 400ms TTL is not started again while it
 // runs, by this wrapper or another instance's.
 func TestJobOutlivingTTLNotStartedTwice(t *testing.T) {
-	nodes := redistest.Nodes(t, 3)
+	nodes := redlocktest.Start(t, 3)
 	k := key(t)
 	var inFlight, maxInFlight, runs atomic.Int64
 	logs := &logRec{}
@@ -118,7 +118,7 @@ func TestJobOutlivingTTLNotStartedTwice(t *testing.T) {
 // A panicking job under cron.Recover: the panic is recovered and logged by
 // cron, and the lock is released.
 func TestPanickingJobReleasesLock(t *testing.T) {
-	nodes := redistest.Nodes(t, 3)
+	nodes := redlocktest.Start(t, 3)
 	k := key(t)
 	logs := &logRec{}
 	job := cron.NewChain(
@@ -137,7 +137,7 @@ func TestPanickingJobReleasesLock(t *testing.T) {
 // Without cron.Recover the panic reaches Run's caller unchanged, and the
 // lock (of SkipIfLocked and of Func) is still released.
 func TestPanicPassesThrough(t *testing.T) {
-	nodes := redistest.Nodes(t, 3)
+	nodes := redlocktest.Start(t, 3)
 	c := newClient(t, nodes)
 	other := newClient(t, nodes)
 	for name, mk := range map[string]func(k string) cron.Job{
@@ -166,7 +166,7 @@ func TestPanicPassesThrough(t *testing.T) {
 // Many runs of one wrapped job at once (cron starts each tick's run on a
 // goroutine of its own, whether the previous one ended or not): one runs.
 func TestConcurrentRunsOneWinner(t *testing.T) {
-	nodes := redistest.Nodes(t, 3)
+	nodes := redlocktest.Start(t, 3)
 	k := key(t)
 	logs := &logRec{}
 	var ran atomic.Int64
@@ -196,7 +196,7 @@ func TestConcurrentRunsOneWinner(t *testing.T) {
 // past maxWait it gives up, logs an error matching DeadlineExceeded, and
 // does not run the job.
 func TestDelayIfLocked(t *testing.T) {
-	nodes := redistest.Nodes(t, 3)
+	nodes := redlocktest.Start(t, 3)
 	c := newClient(t, nodes)
 	other := newClient(t, nodes)
 	ctx := context.Background()
@@ -250,7 +250,7 @@ func TestDelayIfLocked(t *testing.T) {
 // loss is logged; a SkipIfLocked job cannot be stopped, and the loss is
 // logged when it returns.
 func TestLostLockCancelsFuncCtx(t *testing.T) {
-	nodes := redistest.Nodes(t, 3)
+	nodes := redlocktest.Start(t, 3)
 	c := newClient(t, nodes)
 
 	k := key(t)
@@ -287,7 +287,7 @@ func TestLostLockCancelsFuncCtx(t *testing.T) {
 // Bad arguments never panic: Validate returns an error matching
 // ErrInvalid, and the wrapped job is not run and logs it at every run.
 func TestBadInputIsAnError(t *testing.T) {
-	nodes := redistest.Nodes(t, 3)
+	nodes := redlocktest.Start(t, 3)
 	c := newClient(t, nodes)
 	var nilClient *redlock.Client
 	cases := map[string]struct {
@@ -334,7 +334,7 @@ func TestBadInputIsAnError(t *testing.T) {
 // A run shorter than the minimum hold keeps its key until the minimum
 // hold ends; with no minimum hold the key is free when the job returns.
 func TestMinHoldKeepsShortRunsKey(t *testing.T) {
-	nodes := redistest.Nodes(t, 3)
+	nodes := redlocktest.Start(t, 3)
 	c := newClient(t, nodes)
 	other := newClient(t, nodes)
 	for _, minHold := range []time.Duration{0, time.Second} {

@@ -11,7 +11,7 @@ import (
 	"github.com/go-co-op/gocron/v2"
 
 	"github.com/seed543a70bd/redlock"
-	"github.com/seed543a70bd/redlock/internal/minhold"
+	"github.com/seed543a70bd/redlock/extra/redlockgocron/internal/minhold"
 )
 
 // ErrNotLeader is returned by Elector.IsLeader when the Elector holds no

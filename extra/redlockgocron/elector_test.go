@@ -15,8 +15,7 @@ import (
 
 	"github.com/seed543a70bd/redlock"
 	"github.com/seed543a70bd/redlock/extra/redlockgocron"
-	"github.com/seed543a70bd/redlock/internal/redisnode"
-	"github.com/seed543a70bd/redlock/internal/redistest"
+	"github.com/seed543a70bd/redlock/redlocktest"
 )
 
 // electorReplica is one replica of a service: its go-redis clients, its
@@ -30,9 +29,9 @@ type electorReplica struct {
 
 // newElector returns an Elector of its own Client over nodes, closed
 // (before its Client) when the test ends.
-func newElector(t *testing.T, nodes []*redisnode.Node, name string, ttl time.Duration, opts ...redlockgocron.ElectorOption) electorReplica {
+func newElector(t *testing.T, nodes []*redlocktest.Node, name string, ttl time.Duration, opts ...redlockgocron.ElectorOption) electorReplica {
 	t.Helper()
-	rc := redistest.Clients(t, nodes)
+	rc := clients(t, nodes)
 	c, err := redlock.New(rc, redlock.WithNodeTimeout(200*time.Millisecond))
 	if err != nil {
 		t.Fatalf("redlock.New: want no error, got %v", err)
@@ -72,7 +71,7 @@ func TestElectorOnlyLeaderRunsEachTickOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			const ttl = time.Second
-			nodes := redistest.Nodes(t, 3)
+			nodes := redlocktest.Start(t, 3)
 			name := key(t)
 			ticks := newTickLog()
 			var mu sync.Mutex
@@ -223,7 +222,7 @@ func TestElectorOnlyLeaderRunsEachTickOnce(t *testing.T) {
 // Bad arguments are refused with an error matching ErrInvalid, and the
 // methods of a nil *Elector return errors, never panic.
 func TestElectorRefusesBadInput(t *testing.T) {
-	nodes := redistest.Nodes(t, 3)
+	nodes := redlocktest.Start(t, 3)
 	c := newClient(t, nodes)
 	var nilClient *redlock.Client
 	var nilMulti *redlock.MultiLock
@@ -303,7 +302,7 @@ func (o *nodeRequests) ObserveLock(redlock.LockEvent)   {}
 // thousand node requests (extensions alone, one round per few seconds
 // of a 10s TTL), where one round each would cost three thousand.
 func TestElectorSettlesBeforeLeading(t *testing.T) {
-	nodes := redistest.Nodes(t, 3)
+	nodes := redlocktest.Start(t, 3)
 	const settle = 1500 * time.Millisecond
 	obs := &nodeRequests{}
 	c := newClient(t, nodes, redlock.WithObserver(obs))
@@ -346,7 +345,7 @@ func TestElectorSettlesBeforeLeading(t *testing.T) {
 // answers nil; the next leader's term is greater; Start after Close is
 // refused.
 func TestElectorConcurrentIsLeaderAndClose(t *testing.T) {
-	nodes := redistest.Nodes(t, 3)
+	nodes := redlocktest.Start(t, 3)
 	name := key(t)
 	// A 10s TTL: the next leader within 5s proves the hand-off.
 	reps := []electorReplica{
@@ -433,7 +432,7 @@ func TestElectorConcurrentIsLeaderAndClose(t *testing.T) {
 // before the TTL, the first never leads again, and Close still returns.
 // A Start whose ctx is already done never leads.
 func TestElectorCtxEndResigns(t *testing.T) {
-	nodes := redistest.Nodes(t, 3)
+	nodes := redlocktest.Start(t, 3)
 	name := key(t)
 	a := newElector(t, nodes, name, 10*time.Second, redlockgocron.WithSettle(0))
 	b := newElector(t, nodes, name, 10*time.Second, redlockgocron.WithSettle(0))
@@ -481,7 +480,7 @@ func TestElectorCtxEndResigns(t *testing.T) {
 // it leads only the settle delay after its election.
 func TestElectorSettleKeepsSkewedTickOnce(t *testing.T) {
 	t.Parallel() // waits on ticks for seconds: beside the package's other long waits
-	nodes := redistest.Nodes(t, 3)
+	nodes := redlocktest.Start(t, 3)
 	name := key(t)
 	const skew = 300 * time.Millisecond
 	settle := redlockgocron.WithSettle(2 * time.Second)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/seed543a70bd/redlock"
 	"github.com/seed543a70bd/redlock/extra/redlockgocron"
-	"github.com/seed543a70bd/redlock/internal/redisnode"
+	"github.com/seed543a70bd/redlock/redlocktest"
 )
 
 // Two replicas of a service, each with its own scheduler and Client over
@@ -21,7 +21,7 @@ import (
 func Example() {
 	// Three local redis-server processes; real code passes clients for
 	// its own independent masters.
-	nodes, err := redisnode.StartN(3, redisnode.Options{})
+	nodes, err := redlocktest.StartNodes(3)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -91,7 +91,7 @@ func Example() {
 // skips it; when the leader closes its Elector (it resigns), the other is
 // elected at once and runs the job from then on.
 func ExampleElector() {
-	nodes, err := redisnode.StartN(3, redisnode.Options{})
+	nodes, err := redlocktest.StartNodes(3)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
 	"github.com/seed543a70bd/redlock"
-	"github.com/seed543a70bd/redlock/internal/redisnode"
-	"github.com/seed543a70bd/redlock/internal/redistest"
+	"github.com/seed543a70bd/redlock/redlocktest"
 )
 
 func TestMain(m *testing.M) {
@@ -19,7 +21,7 @@ func TestMain(m *testing.M) {
 	if code == 0 {
 		// A release deferred by a minimum hold fires up to that long after
 		// its test; VerifyNoLeaks waits for it.
-		code = redistest.VerifyNoLeaks(5 * time.Second)
+		code = verifyNoLeaks(5 * time.Second)
 	}
 	os.Exit(code)
 }
@@ -33,9 +35,9 @@ func key(t *testing.T) string {
 
 // newClient returns a redlock Client of its own over nodes, as a replica
 // of a service would have, closed when the test ends.
-func newClient(t *testing.T, nodes []*redisnode.Node, opts ...redlock.Option) *redlock.Client {
+func newClient(t *testing.T, nodes []*redlocktest.Node, opts ...redlock.Option) *redlock.Client {
 	t.Helper()
-	c, err := redlock.New(redistest.Clients(t, nodes), opts...)
+	c, err := redlock.New(clients(t, nodes), opts...)
 	if err != nil {
 		t.Fatalf("redlock.New: want no error, got %v", err)
 	}
@@ -70,11 +72,54 @@ func free(t *testing.T, c *redlock.Client, k string) bool {
 }
 
 // delEverywhere deletes k on every node, as a node that lost its data would.
-func delEverywhere(t *testing.T, nodes []*redisnode.Node, k string) {
+func delEverywhere(t *testing.T, nodes []*redlocktest.Node, k string) {
 	t.Helper()
 	for _, n := range nodes {
-		if err := redistest.Client(t, n).Del(context.Background(), k).Err(); err != nil {
+		if err := client(t, n).Del(context.Background(), k).Err(); err != nil {
 			t.Fatalf("DEL on %s: want no error, got %v", n.Addr(), err)
 		}
+	}
+}
+
+// clients returns one go-redis client per node, with the library's
+// settings for lock nodes (redlock.NewClients), closed when t ends.
+func clients(t testing.TB, nodes []*redlocktest.Node) []redis.UniversalClient {
+	t.Helper()
+	cs, err := redlock.NewClients(redlocktest.URLs(nodes)...)
+	if err != nil {
+		t.Fatalf("redlock.NewClients: want no error, got %v", err)
+	}
+	t.Cleanup(func() {
+		for _, c := range cs {
+			_ = c.Close()
+		}
+	})
+	return cs
+}
+
+// client returns a go-redis client of node, closed when t ends.
+func client(t testing.TB, node *redlocktest.Node) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: node.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// verifyNoLeaks checks, after the tests, that no goroutine outlived them,
+// retrying for up to wait: a go-redis pool's redial of a killed node, or
+// a release retry, ends a little after its test. It returns the exit
+// code for TestMain: 0, or 1 after printing the goroutines left.
+func verifyNoLeaks(wait time.Duration) int {
+	deadline := time.Now().Add(wait)
+	for {
+		err := goleak.Find()
+		if err == nil {
+			return 0
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(os.Stderr, "goleak: goroutines outlived the tests by %v: %v\n", wait, err)
+			return 1
+		}
+		time.Sleep(100 * time.Millisecond) // polling: goroutines ending is not an event to await
 	}
 }

@@ -9,14 +9,14 @@ import (
 
 	"github.com/seed543a70bd/redlock"
 	"github.com/seed543a70bd/redlock/extra/redlockgocron"
-	"github.com/seed543a70bd/redlock/internal/redistest"
+	"github.com/seed543a70bd/redlock/redlocktest"
 )
 
 // When the lock is lost while the job runs (its key deleted on every node,
 // as by nodes that lost their data), the job's ctx is cancelled with a
 // cause matching ErrLockLost, and the wrapper and Unlock report the loss.
 func TestLostLockCancelsJobCtx(t *testing.T) {
-	nodes := redistest.Nodes(t, 3)
+	nodes := redlocktest.Start(t, 3)
 	k := key(t)
 	l, err := redlockgocron.New(newClient(t, nodes), 300*time.Millisecond)
 	if err != nil {
@@ -53,7 +53,7 @@ func TestLostLockCancelsJobCtx(t *testing.T) {
 // A panicking job function: the panic reaches the caller unchanged, and
 // the run's Unlock (which gocron defers) still releases the key.
 func TestJobPanicPassesThrough(t *testing.T) {
-	nodes := redistest.Nodes(t, 3)
+	nodes := redlocktest.Start(t, 3)
 	k := key(t)
 	l, err := redlockgocron.New(newClient(t, nodes), time.Second, redlockgocron.WithMinHold(0))
 	if err != nil {
@@ -82,7 +82,7 @@ func TestJobPanicPassesThrough(t *testing.T) {
 // singleton mode, or several schedulers sharing a Locker): exactly one
 // wins, the others get ErrContended or another ErrNotObtained.
 func TestConcurrentLocksOneWinner(t *testing.T) {
-	nodes := redistest.Nodes(t, 3)
+	nodes := redlocktest.Start(t, 3)
 	k := key(t)
 	l, err := redlockgocron.New(newClient(t, nodes), 2*time.Second, redlockgocron.WithMinHold(0))
 	if err != nil {
@@ -127,7 +127,7 @@ func TestConcurrentLocksOneWinner(t *testing.T) {
 
 // A Lock whose ctx is already cancelled takes nothing.
 func TestCancelledLockTakesNothing(t *testing.T) {
-	nodes := redistest.Nodes(t, 3)
+	nodes := redlocktest.Start(t, 3)
 	k := key(t)
 	l, err := redlockgocron.New(newClient(t, nodes), time.Second)
 	if err != nil {
@@ -147,7 +147,7 @@ func TestCancelledLockTakesNothing(t *testing.T) {
 // hold ends, so a replica whose timer fires a little later for the same
 // tick is refused; with no minimum hold the key is free at Unlock.
 func TestMinHoldKeepsShortRunsKey(t *testing.T) {
-	nodes := redistest.Nodes(t, 3)
+	nodes := redlocktest.Start(t, 3)
 	other := newClient(t, nodes)
 	for _, minHold := range []time.Duration{0, time.Second} {
 		k := key(t)
@@ -182,7 +182,7 @@ func TestMinHoldKeepsShortRunsKey(t *testing.T) {
 
 // Bad input is an error matching ErrInvalid (or ErrNoLock), never a panic.
 func TestBadInputIsAnError(t *testing.T) {
-	nodes := redistest.Nodes(t, 3)
+	nodes := redlocktest.Start(t, 3)
 	c := newClient(t, nodes)
 	var nilClient *redlock.Client
 	for name, call := range map[string]func() error{

@@ -44,7 +44,7 @@ import (
 	"github.com/go-co-op/gocron/v2"
 
 	"github.com/seed543a70bd/redlock"
-	"github.com/seed543a70bd/redlock/internal/minhold"
+	"github.com/seed543a70bd/redlock/extra/redlockgocron/internal/minhold"
 )
 
 // MinTTL is the shortest TTL New and NewElector accept. The library accepts a few

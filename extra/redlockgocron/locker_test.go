@@ -15,7 +15,7 @@ import (
 
 	"github.com/seed543a70bd/redlock"
 	"github.com/seed543a70bd/redlock/extra/redlockgocron"
-	"github.com/seed543a70bd/redlock/internal/redistest"
+	"github.com/seed543a70bd/redlock/redlocktest"
 )
 
 // tickLog records which scheduler ran each tick, by the Unix second in
@@ -103,7 +103,7 @@ func newReplica(t *testing.T, c *redlock.Client, ttl time.Duration, opts ...redl
 // past the per-node timeout on every replica at once.
 func TestEachTickRunsOnceAcrossSchedulers(t *testing.T) {
 	t.Parallel() // waits on ticks for seconds: beside the package's other long waits
-	nodes := redistest.Nodes(t, 3)
+	nodes := redlocktest.Start(t, 3)
 	k := key(t)
 	ticks := newTickLog()
 	reps := make([]replica, 3)
@@ -170,7 +170,7 @@ func TestEachTickRunsOnceAcrossSchedulers(t *testing.T) {
 // while the job runs, and the ticks that come during a run are skipped.
 func TestJobOutlivingTTLNotStartedTwice(t *testing.T) {
 	t.Parallel() // waits on ticks for seconds: beside the package's other long waits
-	nodes := redistest.Nodes(t, 3)
+	nodes := redlocktest.Start(t, 3)
 	k := key(t)
 	var inFlight, maxInFlight, runs, skipped, lost atomic.Int64
 	var extensions atomic.Int64
@@ -234,7 +234,7 @@ func TestJobOutlivingTTLNotStartedTwice(t *testing.T) {
 // A job that panics under a scheduler that recovers it (an
 // AfterJobRunsWithPanic listener) leaves no lock behind.
 func TestPanickingJobReleasesLock(t *testing.T) {
-	nodes := redistest.Nodes(t, 3)
+	nodes := redlocktest.Start(t, 3)
 	k := key(t)
 	r := newReplica(t, newClient(t, nodes), time.Second, redlockgocron.WithMinHold(0))
 	panicked := make(chan any, 1)
@@ -260,7 +260,7 @@ func TestPanickingJobReleasesLock(t *testing.T) {
 // A run Lock refuses (another holds the key) is skipped by gocron and
 // reported to AfterLockError with an error matching ErrContended.
 func TestHeldKeySkipsRun(t *testing.T) {
-	nodes := redistest.Nodes(t, 3)
+	nodes := redlocktest.Start(t, 3)
 	k := key(t)
 	other := newClient(t, nodes)
 	held, err := other.TryLock(context.Background(), k, 10*time.Second)

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -15,8 +16,7 @@ import (
 
 	"github.com/seed543a70bd/redlock"
 	"github.com/seed543a70bd/redlock/extra/redlockotel"
-	"github.com/seed543a70bd/redlock/internal/redisnode"
-	"github.com/seed543a70bd/redlock/internal/redistest"
+	"github.com/seed543a70bd/redlock/redlocktest"
 )
 
 // harness is a Client over real nodes whose Observer records into an
@@ -27,14 +27,14 @@ type harness struct {
 	spans  *tracetest.SpanRecorder
 	tracer trace.Tracer // for the callers' parent spans
 	reader *sdkmetric.ManualReader
-	nodes  []*redisnode.Node
+	nodes  []*redlocktest.Node
 }
 
 func newHarness(t *testing.T, n int, opts ...redlock.Option) *harness {
 	t.Helper()
 	h := newObserver(t)
-	nodes := redistest.Nodes(t, n)
-	locker, err := redlock.New(redistest.Clients(t, nodes), append([]redlock.Option{redlock.WithObserver(h.obs)}, opts...)...)
+	nodes := redlocktest.Start(t, n)
+	locker, err := redlock.New(clients(t, nodes), append([]redlock.Option{redlock.WithObserver(h.obs)}, opts...)...)
 	if err != nil {
 		t.Fatalf("redlock.New: want no error, got %v", err)
 	}
@@ -178,4 +178,20 @@ func eventAttr(e sdktrace.Event, k attribute.Key) (attribute.Value, bool) {
 		}
 	}
 	return attribute.Value{}, false
+}
+
+// clients returns one go-redis client per node, with the library's
+// settings for lock nodes (redlock.NewClients), closed when t ends.
+func clients(t testing.TB, nodes []*redlocktest.Node) []redis.UniversalClient {
+	t.Helper()
+	cs, err := redlock.NewClients(redlocktest.URLs(nodes)...)
+	if err != nil {
+		t.Fatalf("redlock.NewClients: want no error, got %v", err)
+	}
+	t.Cleanup(func() {
+		for _, c := range cs {
+			_ = c.Close()
+		}
+	})
+	return cs
 }

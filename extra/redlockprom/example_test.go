@@ -10,13 +10,13 @@ import (
 
 	"github.com/seed543a70bd/redlock"
 	"github.com/seed543a70bd/redlock/extra/redlockprom"
-	"github.com/seed543a70bd/redlock/internal/redisnode"
+	"github.com/seed543a70bd/redlock/redlocktest"
 )
 
 func Example() {
 	// Three local redis-server processes; real code passes clients for
 	// its own independent masters.
-	nodes, err := redisnode.StartN(3, redisnode.Options{})
+	nodes, err := redlocktest.StartNodes(3)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -14,23 +14,23 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/seed543a70bd/redlock"
 	"github.com/seed543a70bd/redlock/extra/redlockprom"
-	"github.com/seed543a70bd/redlock/internal/redisnode"
-	"github.com/seed543a70bd/redlock/internal/redistest"
+	"github.com/seed543a70bd/redlock/redlocktest"
 )
 
 // setup returns a registered Collector and a Client over n real nodes
 // that reports to it.
-func setup(t *testing.T, n int, opts ...redlock.Option) (*redlockprom.Collector, *redlock.Client, []*redisnode.Node) {
+func setup(t *testing.T, n int, opts ...redlock.Option) (*redlockprom.Collector, *redlock.Client, []*redlocktest.Node) {
 	t.Helper()
 	m := redlockprom.New()
 	if err := prometheus.NewPedanticRegistry().Register(m); err != nil {
 		t.Fatalf("Register: want no error, got %v", err)
 	}
-	nodes := redistest.Nodes(t, n)
-	locker, err := redlock.New(redistest.Clients(t, nodes), append([]redlock.Option{redlock.WithObserver(m)}, opts...)...)
+	nodes := redlocktest.Start(t, n)
+	locker, err := redlock.New(clients(t, nodes), append([]redlock.Option{redlock.WithObserver(m)}, opts...)...)
 	if err != nil {
 		t.Fatalf("redlock.New: want no error, got %v", err)
 	}
@@ -295,4 +295,20 @@ billing_redlock_locks_held{service="api"} 1
 	m.ObserveNode(redlock.NodeEvent{})
 	m.ObserveRound(redlock.RoundEvent{})
 	m.ObserveLock(redlock.LockEvent{})
+}
+
+// clients returns one go-redis client per node, with the library's
+// settings for lock nodes (redlock.NewClients), closed when t ends.
+func clients(t testing.TB, nodes []*redlocktest.Node) []redis.UniversalClient {
+	t.Helper()
+	cs, err := redlock.NewClients(redlocktest.URLs(nodes)...)
+	if err != nil {
+		t.Fatalf("redlock.NewClients: want no error, got %v", err)
+	}
+	t.Cleanup(func() {
+		for _, c := range cs {
+			_ = c.Close()
+		}
+	})
+	return cs
 }

@@ -25,15 +25,9 @@ import (
 //
 // The peer comparison with its targets is the command itself: make bench.
 
-// oneNode starts one redis-server node for b and returns a go-redis
-// client of default options; b.Cleanup closes both.
-func oneNode(b *testing.B) redis.UniversalClient {
-	b.Helper()
-	c, _ := oneNodePID(b)
-	return c
-}
-
-// oneNodePID is oneNode that also returns the node's process ID.
+// oneNodePID starts one redis-server node for b and returns a go-redis
+// client of default options and the node's process ID; b.Cleanup closes
+// both.
 func oneNodePID(b *testing.B) (redis.UniversalClient, int) {
 	b.Helper()
 	nodes, err := redisnode.StartN(1, redisnode.Options{})

@@ -9,17 +9,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed543a70bd/redlock"
-	"github.com/seed543a70bd/redlock/internal/minhold"
-	"github.com/seed543a70bd/redlock/internal/redistest"
+	"github.com/seed543a70bd/redlock/extra/redlockgocron/internal/minhold"
+	"github.com/seed543a70bd/redlock/redlocktest"
 )
 
 // newClients returns two Clients, two replicas, over 3 nodes.
 func newClients(t *testing.T) (a, b *redlock.Client) {
 	t.Helper()
-	clients := redistest.Clients(t, redistest.Nodes(t, 3))
+	urls := redlocktest.URLs(redlocktest.Start(t, 3))
 	var out [2]*redlock.Client
 	for i := range out {
-		c, err := redlock.New(clients)
+		c, err := redlock.Dial(urls)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = c.Close() })
 		out[i] = c

@@ -1,8 +1,9 @@
 // Package minhold holds a scheduled run's lock for at least a minimum
 // time, so that replicas whose timers fire a little apart for the same
-// tick find the key taken instead of free. The scheduler adapters
-// (extra/redlockcron, extra/redlockgocron) share it; the extra modules
-// may import it because their import paths lie under this module's.
+// tick find the key taken instead of free. extra/redlockcron has the same
+// package: a released module imports no internal package of another
+// module, whose internals are no contract once the modules are tagged
+// apart. A change to one is made to both.
 package minhold
 
 import (

@@ -1,0 +1,5 @@
+package sample
+
+func TestNotCounted() {}
+
+var NotCounted int
