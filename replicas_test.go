@@ -293,3 +293,48 @@ func TestWithReplicasRefusesBadValues(t *testing.T) {
 		require.Contains(t, err.Error(), "WithReplicas")
 	})
 }
+
+// BenchmarkWithReplicas measures what WithReplicas(1, …) adds to an
+// uncontended TryLock+Unlock and to an Extend on 3 local masters, each
+// with one replica:
+//
+//	go test -run '^$' -bench BenchmarkWithReplicas -benchtime 3000x -count 5 .
+func BenchmarkWithReplicas(b *testing.B) {
+	_, masters, _ := replicatedSet(b, 3)
+	ctx := context.Background()
+	for _, bc := range []struct {
+		name string
+		opts []redlock.Option
+	}{
+		{"off", nil},
+		{"WithReplicas(1,100ms)", []redlock.Option{redlock.WithReplicas(1, 100*time.Millisecond)}},
+	} {
+		// A generous node timeout: a stall of the shared machine should
+		// not end the run.
+		rl := newClient(b, masters, append(bc.opts, redlock.WithNodeTimeout(time.Second))...)
+		b.Run(bc.name+"/lock+unlock", func(b *testing.B) {
+			k := key(b)
+			for b.Loop() {
+				l, err := rl.TryLock(ctx, k, 10*time.Second)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Unlock(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(bc.name+"/extend", func(b *testing.B) {
+			l, err := rl.TryLock(ctx, key(b), 10*time.Second)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if err := l.Extend(ctx, 10*time.Second); err != nil {
+					b.Fatal(err)
+				}
+			}
+			_ = l.Unlock(ctx)
+		})
+	}
+}
