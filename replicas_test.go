@@ -195,6 +195,55 @@ func TestWithReplicasCountsAcknowledgedNodes(t *testing.T) {
 	})
 }
 
+// Auto-extension goes through the nodes' extension batches, and
+// concurrent calls through pipelined batches of several rounds: one
+// WAIT covers each batch, and a node whose replica is paused counts for
+// none of its locks.
+func TestWithReplicasBatches(t *testing.T) {
+	replicas, masters, rclients := replicatedSet(t, 3)
+	obs := &nodeErrs{}
+	rl := newClient(t, masters, replicaOpts(obs)...)
+	ctx := context.Background()
+	pauseReplica(t, replicas[0])
+
+	t.Run("concurrent grants", func(t *testing.T) {
+		const n = 32
+		var wg sync.WaitGroup
+		locks := make([]*redlock.Lock, n)
+		errs := make([]error, n)
+		for i := range n {
+			wg.Go(func() { locks[i], errs[i] = rl.TryLock(ctx, key(t), 10*time.Second) })
+		}
+		wg.Wait()
+		for i, l := range locks {
+			require.NoError(t, errs[i])
+			// Node 0 cannot count: nodes 1 and 2 granted, and their
+			// replicas acknowledged before the grant was returned.
+			for r := 1; r < 3; r++ {
+				require.Equal(t, l.Token(), get(t, rclients[r], l.Key()), "replica %d of a lock won", r)
+			}
+		}
+		for _, l := range locks {
+			require.NoError(t, l.Unlock(ctx))
+		}
+	})
+
+	t.Run("auto-extension", func(t *testing.T) {
+		const ttl = 2 * time.Second
+		l := autoExtended(t, rl, ttl)
+		// Two extension rounds, each with node 0 not counted.
+		for range 2 {
+			obs.reset()
+			require.Equal(t, []int{0}, obs.notReplicated(t, redlock.OpExtend, 3))
+		}
+		require.NoError(t, l.Err(), "held on two nodes of three with their replicas up")
+
+		pauseReplica(t, replicas[1])
+		awaitDone(t, l, 3*ttl, "want the lock lost once a second node's replica stops acknowledging")
+		require.ErrorIs(t, l.Err(), redlock.ErrLockLost)
+	})
+}
+
 func TestWithReplicasCtxEndsDuringWait(t *testing.T) {
 	replicas, masters, _ := replicatedSet(t, 3)
 	for _, r := range replicas {
