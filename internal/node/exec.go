@@ -38,7 +38,7 @@ func (n *Node) exec(ctx context.Context, req *wire.Request, lc *leaderConn, dtx 
 			rep = wire.Reply{St: wire.StatusFailed, Err: fmt.Errorf("redlock: malformed reply: go-redis panicked: %v", p)}
 			again = false
 		}
-		if own && rep.St == wire.StatusFailed {
+		if own && connBroken(rep) {
 			lc.drop()
 		}
 	}()

@@ -425,8 +425,13 @@ func (nd *Node) sendBatch(lc *leaderConn, jobs []Job, cmds []*redis.Cmd, reps []
 	// writes (replicas.go); a request sent again below sends its own.
 	wait := false
 	for k, cmd := range cmds {
-		if cmd != nil && (jobs[k].B != nil && nd.replicas != nil || jobs[k].B == nil && nd.waits(jobs[k].Req)) {
+		req := jobs[k].Req
+		if jobs[k].B != nil {
+			req = batchProbe
+		}
+		if cmd != nil && nd.waits(req) {
 			wait = true
+			break
 		}
 	}
 	var batchAcks acks
@@ -518,7 +523,7 @@ func (nd *Node) sendBatch(lc *leaderConn, jobs []Job, cmds []*redis.Cmd, reps []
 			res, err = nd.setReply(jobs[k].Ctx, s, req, res, err, &a)
 		}
 		reps[k] = nd.synced(req, nd.after(jobs[k].Ctx, req, res, err, sent[k]), a)
-		if own && reps[k].St == wire.StatusFailed {
+		if own && connBroken(reps[k]) {
 			lc.drop() // as above
 			s, own = nd.C, false
 		}

@@ -120,7 +120,7 @@ func (n *Node) synced(req *wire.Request, rep wire.Reply, a acks) wire.Reply {
 	case a.err != nil:
 		err = fmt.Errorf("%w: WAIT failed: %w", ErrNotReplicated, a.err)
 	case a.got < int64(n.replicas.n):
-		err = fmt.Errorf("%w: %d of %d within %v", ErrNotReplicated, a.got, n.replicas.n, n.replicas.timeout)
+		err = &shortError{got: a.got, want: n.replicas.n, timeout: n.replicas.timeout}
 	default:
 		return rep
 	}
@@ -155,4 +155,26 @@ func pipedResult(cmd *redis.Cmd, xerr error) (any, error) {
 		}
 	}
 	return res, err
+}
+
+// shortError is the error of a grant that WAIT answered with too few
+// replicas: the connection is sound, unlike one whose WAIT failed.
+type shortError struct {
+	got     int64
+	want    int
+	timeout time.Duration
+}
+
+func (e *shortError) Error() string {
+	return fmt.Sprintf("%v: %d of %d within %v", ErrNotReplicated, e.got, e.want, e.timeout)
+}
+
+func (e *shortError) Unwrap() error { return ErrNotReplicated }
+
+// connBroken reports whether rep, a failure, may have left the
+// connection it came through unusable: any failure but too few
+// replicas, which the leader's own connection survives (see leaderConn).
+func connBroken(rep wire.Reply) bool {
+	var se *shortError
+	return rep.St == wire.StatusFailed && !errors.As(rep.Err, &se)
 }
