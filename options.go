@@ -345,7 +345,8 @@ func WithRestartGuard(d time.Duration) Option {
 // millisecond, WAIT's unit), else ErrInvalid. Errors from New and Dial:
 // ErrInvalid when a node is not one master's client (a Cluster client or
 // a Ring), or when timeout is not below a node's go-redis ReadTimeout,
-// which would cut the WAIT short.
+// which would cut the WAIT short (Dial's clients read for 1s unless the
+// URL sets read_timeout).
 func WithReplicas(n int, timeout time.Duration) Option {
 	return func(c *config) {
 		switch {
