@@ -62,6 +62,11 @@ var (
 	// be trusted to remember the locks it granted.
 	ErrNodeRestarted = node.ErrNodeRestarted
 
+	// ErrNotReplicated is the error of a node whose write reached fewer
+	// replicas than WithReplicas asks within its timeout: the node did
+	// not count for that round. It appears in NodeResult.Err.
+	ErrNotReplicated = node.ErrNotReplicated
+
 	// ErrNoLeader is returned by Election.Leader when enough nodes
 	// answered to tell that nobody leads the election.
 	ErrNoLeader = errors.New("redlock: no leader")

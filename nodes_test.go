@@ -1096,18 +1096,9 @@ type replicatedNode struct {
 // replica is in sync.
 func startReplicated(t testing.TB, name string) *replicatedNode {
 	t.Helper()
-	// No delay before the full sync (7.0 waits 5s for more replicas).
-	m := redistest.NodesWith(t, 1, redisnode.Options{Args: []string{"--repl-diskless-sync-delay", "0"}})[0]
-	r := redistest.NodesWith(t, 1, redisnode.Options{Args: []string{
-		"--replicaof", "127.0.0.1", strconv.Itoa(m.Port()),
-		"--replica-read-only", "no",
-	}})[0]
-	rn := &replicatedNode{name: name, master: m, replica: r, mClient: redistest.Client(t, m), rClient: redistest.Client(t, r)}
-	waitFor(t, 15*time.Second, func() bool {
-		info, err := rn.rClient.Info(context.Background(), "replication").Result()
-		return err == nil && strings.Contains(info, "master_link_status:up")
-	}, "replica %s of %s: want the replication link up", r.Addr(), m.Addr())
-	return rn
+	m := redistest.Nodes(t, 1)[0]
+	r := redistest.Replica(t, m, "--replica-read-only", "no")
+	return &replicatedNode{name: name, master: m, replica: r, mClient: redistest.Client(t, m), rClient: redistest.Client(t, r)}
 }
 
 // waitFor polls cond every 50ms until it holds or wait passes; it is the

@@ -31,6 +31,8 @@ type config struct {
 	maxHold       time.Duration // 0: no limit
 	fencing       bool          // WithFencing
 	restartGuard  time.Duration // WithRestartGuard; 0: off
+	replicas      int           // WithReplicas; 0: off
+	replicaWait   time.Duration // WithReplicas's timeout
 	noHandoff     bool          // WithHandoff(false)
 	prefix        string        // WithKeyPrefix; client-wide
 	obs           Observer      // WithObserver; nil: none
@@ -309,6 +311,53 @@ func WithRestartGuard(d time.Duration) Option {
 			return
 		}
 		c.restartGuard = d
+	}
+}
+
+// WithReplicas makes every write of a lock's state on a node wait for n
+// of that node's replicas to acknowledge it, for up to timeout: after
+// each grant, extension, fence and leadership write, the node is sent
+// WAIT n timeout on the same connection, in the same pipeline. A node
+// whose write reached fewer than n replicas in time does not count
+// towards the quorum of that round: its reply is a failure whose error
+// matches ErrNotReplicated. A lost attempt releases it as usual.
+//
+// It is for nodes that are themselves replicated (a master and its
+// replicas, Sentinel-managed, reached through a FailoverClient): without
+// it, a master that fails after granting, before its replica has the
+// key, is replaced by a replica that never saw the lock, and votes for
+// a second holder (docs/sentinel.md). It narrows that window; it does
+// not close it: WAIT is not consensus. A replica that acknowledged may
+// still lose the write (it restarts without persistence, or another
+// replica is promoted), and a write not acknowledged stays on the
+// master and may still reach the replicas.
+//
+// The cost is a replication round trip per write when the replicas keep
+// up, and timeout per write, on every request queued behind it on that
+// node, when one lags; a round still waits for a node no longer than
+// the per-node timeout (WithNodeTimeout), so keep timeout below it. A
+// MultiLock needs every node, so one lagging replica fails every
+// attempt. Releases do not wait.
+//
+// It applies to a Client (given to New, Dial or NewMultiLock); given to
+// a single call it is refused. Default: 0, off. n must not be negative,
+// and with n > 0 timeout must be positive (it is rounded up to a whole
+// millisecond, WAIT's unit), else ErrInvalid. Errors from New and Dial:
+// ErrInvalid when a node is not one master's client (a Cluster client or
+// a Ring), or when timeout is not below a node's go-redis ReadTimeout,
+// which would cut the WAIT short (Dial's clients read for 1s unless the
+// URL sets read_timeout).
+func WithReplicas(n int, timeout time.Duration) Option {
+	return func(c *config) {
+		switch {
+		case n < 0:
+			c.err = invalidf("WithReplicas: %d replicas is negative", n)
+			return
+		case n > 0 && timeout <= 0:
+			c.err = invalidf("WithReplicas: timeout %v is not positive", timeout)
+			return
+		}
+		c.replicas, c.replicaWait = n, timeout
 	}
 }
 

@@ -125,6 +125,13 @@ func newClient(clients []redis.UniversalClient, need int, opts []Option, owned b
 			}
 		}
 	}
+	if cfg.replicas > 0 {
+		for _, nd := range nodes {
+			if err := nd.InstallReplicas(cfg.replicas, cfg.replicaWait); err != nil {
+				return nil, invalidf("%v", err)
+			}
+		}
+	}
 	c.nodes, c.need, c.cfg = nodes, need, cfg
 	c.hub.id = newWaiterID()
 	c.lines.h = &c.hub
@@ -174,6 +181,9 @@ func (c *Client) callConfig(opts []Option) (*config, error) {
 	}
 	if cfg.restartGuard != c.cfg.restartGuard {
 		return nil, invalidf("WithRestartGuard applies to a Client (New, NewMultiLock), not to a single call")
+	}
+	if cfg.replicas != c.cfg.replicas || cfg.replicaWait != c.cfg.replicaWait {
+		return nil, invalidf("WithReplicas applies to a Client (New, Dial, NewMultiLock), not to a single call")
 	}
 	if cfg.redis != c.cfg.redis {
 		return nil, invalidf("WithRedisOptions applies to Dial, not to a single call")

@@ -30,8 +30,9 @@ type BatchItem struct {
 var batchProbe = &wire.Request{Op: wire.OpExtend}
 
 // deliver reports a node's reply to the batch (res, err) to every item's
-// round: a string of one status character per item.
-func (nd *Node) deliver(b *Batch, res any, err error, sent time.Time) {
+// round: a string of one status character per item. a is the replicas'
+// acknowledgement of the batch's writes (replicas.go).
+func (nd *Node) deliver(b *Batch, res any, err error, sent time.Time, a acks) {
 	st, ok := res.(string)
 	if err == nil && (!ok || len(st) != len(b.Items)) {
 		err = wire.ErrUnexpectedReply(res)
@@ -46,7 +47,7 @@ func (nd *Node) deliver(b *Batch, res any, err error, sent time.Time) {
 		default:
 			r = wire.BatchStatus(st, k)
 		}
-		it.R.Report(nd.Idx, r)
+		it.R.Report(nd.Idx, nd.synced(batchProbe, r, a))
 	}
 }
 
@@ -75,17 +76,18 @@ func (nd *Node) execBatch(b *Batch) {
 		}
 		var res any
 		var err error
+		var a acks
 		if nd.identified.Load() {
-			res, err = nd.C.Do(ctx, wire.BatchArgs(b.Argv, false)...).Result()
+			res, err = nd.do(ctx, nd.C, batchProbe, wire.BatchArgs(b.Argv, false), &a)
 			if wire.IsNoScript(err) {
-				res, err = nd.C.Do(ctx, wire.BatchArgs(b.Argv, true)...).Result()
+				res, err = nd.do(ctx, nd.C, batchProbe, wire.BatchArgs(b.Argv, true), &a)
 			}
 		} else {
 			// INFO server and the batch (as EVAL) in one pipeline, as
 			// firstContact does for a round's request.
-			res, err = nd.contact(ctx, wire.BatchArgs(b.Argv, true))
+			res, err = nd.contact(ctx, wire.BatchArgs(b.Argv, true), nd.waits(batchProbe), &a)
 		}
-		nd.deliver(b, res, err, sent)
+		nd.deliver(b, res, err, sent, a)
 	}()
 	if rep != nil {
 		b.fail(nd, *rep)

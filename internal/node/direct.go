@@ -57,7 +57,8 @@ import (
 //
 // What stays on the leader: nodes not identified yet (first contact),
 // nodes with the restart guard on (its admission may send INFO through
-// the node's client), extension batches, clients other than a plain
+// the node's client), nodes with replica sync on (a WAIT may outlast the
+// direct path's socket timeout; see replicas.go), extension batches, clients other than a plain
 // *redis.Client with room in its pool (ownConnFits), per-node timeouts
 // under 3*minDirect, and every request after Close. The clone takes a
 // copy of the client's go-redis hooks when the connection is taken:
@@ -220,7 +221,7 @@ func (nd *Node) checkDirect(p *pipe) {
 // connection found closed under the request, sent again through the
 // pool as on the leader). Otherwise the caller submits j (Submit).
 func (nd *Node) RunDirect(j Job) bool {
-	if j.B != nil || nd.guard != nil || !nd.identified.Load() || j.Ctx.Done() != nil {
+	if j.B != nil || nd.guard != nil || nd.replicas != nil || !nd.identified.Load() || j.Ctx.Done() != nil {
 		return false
 	}
 	d := directTimeout(j.Timeout)

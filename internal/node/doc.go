@@ -5,7 +5,9 @@
 // shared pool lends (connslots.go); the node's identity, read on first
 // contact (exec.go); the restart guard (guard.go); the execution and
 // classification of a request (exec.go) and of an extension batch
-// (batch.go); and the background retries of failed releases (retry.go).
+// (batch.go); replica sync, WAIT after each write of a lock's state
+// (replicas.go); and the background retries of failed releases
+// (retry.go).
 //
 // The root package (the API) reaches a Node by direct calls; a Node
 // reports each reply to the root's round through Round, and reaches the
@@ -65,6 +67,12 @@
 //   - SET NX refused answers redis.Nil; a pipeline that fails as a whole
 //     (a dial, AUTH) leaves its commands' results nil, with the error on
 //     Exec (contact).
+//   - A pipeline's commands go out on one connection, for a Client's
+//     Pipeline as for a Tx's, and its replies are read within the
+//     client's ReadTimeout whatever a command's own timeout (go-redis's
+//     Wait sets one that pipelines ignore): WAIT after a write in one
+//     pipeline covers that write, and its timeout must stay below
+//     ReadTimeout (replicas.go).
 //   - A server error is a redis.Error (redis.HasErrorPrefix matches
 //     NOSCRIPT and WRONGTYPE on it); redis.ErrClosed is the error of a
 //     closed client, on which nothing more can be sent (retry.go).

@@ -38,7 +38,7 @@ func (n *Node) exec(ctx context.Context, req *wire.Request, lc *leaderConn, dtx 
 			rep = wire.Reply{St: wire.StatusFailed, Err: fmt.Errorf("redlock: malformed reply: go-redis panicked: %v", p)}
 			again = false
 		}
-		if own && rep.St == wire.StatusFailed {
+		if own && connBroken(rep) {
 			lc.drop()
 		}
 	}()
@@ -55,12 +55,13 @@ func (n *Node) exec(ctx context.Context, req *wire.Request, lc *leaderConn, dtx 
 	}
 	var res any
 	var err error
+	var a acks // the replicas' (replicas.go)
 	if n.identified.Load() {
 		args := req.Args(n.Idx)
 		if resend {
 			args = req.Pristine()
 		}
-		res, err = s.Do(ctx, args...).Result()
+		res, err = n.do(ctx, s, req, args, &a)
 		if closedUnder(err) && ctx.Err() == nil {
 			switch {
 			case dtx != nil:
@@ -70,19 +71,19 @@ func (n *Node) exec(ctx context.Context, req *wire.Request, lc *leaderConn, dtx 
 				// pool, as its health check would have sent it.
 				lc.drop()
 				s, own = n.C, false
-				res, err = s.Do(ctx, req.Pristine()...).Result()
+				res, err = n.do(ctx, s, req, req.Pristine(), &a)
 			}
 		}
 	} else {
-		res, err = n.firstContact(ctx, req)
+		res, err = n.firstContact(ctx, req, &a)
 	}
 	if wire.IsNoScript(err) {
-		res, err = eval(ctx, s, req)
+		res, err = n.eval(ctx, s, req, &a)
 	}
 	if req.Setnx {
-		res, err = setReply(ctx, s, req, res, err)
+		res, err = n.setReply(ctx, s, req, res, err, &a)
 	}
-	return n.after(ctx, req, res, err, sent), false
+	return n.synced(req, n.after(ctx, req, res, err, sent), a), false
 }
 
 // setReply turns the reply to a Setnx acquire's SET NX PX into the
@@ -93,12 +94,15 @@ func (n *Node) exec(ctx context.Context, req *wire.Request, lc *leaderConn, dtx 
 // another of our kinds (a semaphore's sorted set); a key holding a value
 // that none of our kinds writes fails it with WRONGTYPE (see the wire
 // package's scripts). Anything else is left for after to refuse.
-func setReply(ctx context.Context, s sender, req *wire.Request, res any, err error) (any, error) {
+//
+// With replica sync, the script goes with a WAIT of its own, whose
+// reply goes into a (see replicas.go).
+func (n *Node) setReply(ctx context.Context, s sender, req *wire.Request, res any, err error, a *acks) (any, error) {
 	switch {
 	case err == redis.Nil:
-		res, err = s.Do(ctx, req.ScriptArgs("evalsha", req.Script.SHA)...).Result()
+		res, err = n.do(ctx, s, req, req.ScriptArgs("evalsha", req.Script.SHA), a)
 		if wire.IsNoScript(err) {
-			res, err = eval(ctx, s, req)
+			res, err = n.eval(ctx, s, req, a)
 		}
 		return res, err
 	case err == nil && res == "OK":
@@ -113,26 +117,29 @@ func setReply(ctx context.Context, s sender, req *wire.Request, res any, err err
 // fails the request.
 //
 // The request goes as EVAL, which also caches the script on the node
-// (a Setnx acquire goes as its SET).
-func (n *Node) firstContact(ctx context.Context, req *wire.Request) (any, error) {
-	return n.contact(ctx, req.ContactArgs())
+// (a Setnx acquire goes as its SET). With replica sync, a WAIT follows
+// it, whose reply goes into a.
+func (n *Node) firstContact(ctx context.Context, req *wire.Request, a *acks) (any, error) {
+	return n.contact(ctx, req.ContactArgs(), n.waits(req), a)
 }
 
-// contact sends INFO server and args in one pipeline to a node not yet
-// identified, and identifies it: see firstContact.
-func (n *Node) contact(ctx context.Context, args []any) (any, error) {
+// contact sends INFO server and args (and WAIT after them when wait is
+// set, its reply into a) in one pipeline to a node not yet identified,
+// and identifies it: see firstContact.
+func (n *Node) contact(ctx context.Context, args []any, wait bool, a *acks) (any, error) {
 	pl := n.C.Pipeline()
 	info := pl.Info(ctx, "server")
 	cmd := redis.NewCmd(ctx, args...)
 	_ = pl.Process(ctx, cmd)
-	_, xerr := pl.Exec(ctx)
-	res, err := cmd.Result()
-	if err == nil && res == nil {
-		err = xerr // the pipeline failed as a whole (dial, AUTH)
-		if err == nil {
-			err = redis.Nil
-		}
+	var w *redis.IntCmd
+	if wait {
+		w = waitIn(ctx, pl, n.replicas)
 	}
+	_, xerr := pl.Exec(ctx)
+	if w != nil {
+		*a = acksOf(w)
+	}
+	res, err := pipedResult(cmd, xerr)
 	if err != nil && info.Err() != nil {
 		return nil, err // nothing learnt: identify on the next contact
 	}
@@ -143,9 +150,10 @@ func (n *Node) contact(ctx context.Context, args []any) (any, error) {
 }
 
 // eval runs req's script with EVAL, through s, for a node that lost its
-// script cache (a restart, SCRIPT FLUSH).
-func eval(ctx context.Context, s sender, req *wire.Request) (any, error) {
-	return s.Do(ctx, req.EvalArgs()...).Result()
+// script cache (a restart, SCRIPT FLUSH); with replica sync, with a WAIT
+// of its own into a.
+func (n *Node) eval(ctx context.Context, s sender, req *wire.Request, a *acks) (any, error) {
+	return n.do(ctx, s, req, req.EvalArgs(), a)
 }
 
 // before runs the checks due before a request is sent: with the restart

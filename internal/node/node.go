@@ -24,6 +24,8 @@ type Node struct {
 	RunID string
 
 	guard *guard // restart guard (guard.go); nil when off
+	// replicas: replica sync (replicas.go); nil when off.
+	replicas *replicaSync
 	// Refused: the restart guard refused the last vote (for the host's
 	// log of its verdicts).
 	Refused atomic.Bool

@@ -421,6 +421,20 @@ func (nd *Node) sendBatch(lc *leaderConn, jobs []Job, cmds []*redis.Cmd, reps []
 	if shared {
 		bctx = context.Background()
 	}
+	// With replica sync, one WAIT after the batch covers each of its
+	// writes (replicas.go); a request sent again below sends its own.
+	wait := false
+	for k, cmd := range cmds {
+		req := jobs[k].Req
+		if jobs[k].B != nil {
+			req = batchProbe
+		}
+		if cmd != nil && nd.waits(req) {
+			wait = true
+			break
+		}
+	}
+	var batchAcks acks
 	send := func(s sender) (p any) {
 		defer func() { p = recover() }()
 		pl := s.Pipeline()
@@ -429,7 +443,14 @@ func (nd *Node) sendBatch(lc *leaderConn, jobs []Job, cmds []*redis.Cmd, reps []
 				_ = pl.Process(bctx, cmd)
 			}
 		}
+		var w *redis.IntCmd
+		if wait {
+			w = waitIn(bctx, pl, nd.replicas)
+		}
 		_, _ = pl.Exec(bctx)
+		if w != nil {
+			batchAcks = acksOf(w)
+		}
 		return nil
 	}
 	s, own := lc.get(nd)
@@ -461,12 +482,13 @@ func (nd *Node) sendBatch(lc *leaderConn, jobs []Job, cmds []*redis.Cmd, reps []
 				continue
 			}
 			res, err := cmd.Result()
+			a := batchAcks
 			if wire.IsNoScript(err) {
 				// Extensions only touch what exists: out of order is
 				// harmless.
-				res, err = nd.C.Do(bctx, wire.BatchArgs(b.Argv, true)...).Result()
+				res, err = nd.do(bctx, nd.C, batchProbe, wire.BatchArgs(b.Argv, true), &a)
 			}
-			nd.deliver(b, res, err, sent[k])
+			nd.deliver(b, res, err, sent[k], a)
 			if own && err != nil {
 				// The rest of the batch has its replies already; what
 				// it still sends (a script run again) goes through the
@@ -482,12 +504,13 @@ func (nd *Node) sendBatch(lc *leaderConn, jobs []Job, cmds []*redis.Cmd, reps []
 			continue
 		}
 		res, err := cmd.Result()
+		a := batchAcks
 		if wire.IsNoScript(err) {
 			if !req.LateHarmless() && laterSameTokenRan(jobs, cmds, k) {
 				reps[k] = wire.Reply{St: wire.StatusFailed, Err: fmt.Errorf("redlock: script not cached on the node and not retried out of order: %w", err)}
 				continue
 			}
-			res, err = eval(jobs[k].Ctx, s, req)
+			res, err = nd.eval(jobs[k].Ctx, s, req, &a)
 		}
 		if req.Setnx {
 			if err == redis.Nil && laterSameTokenRan(jobs, cmds, k) {
@@ -497,10 +520,10 @@ func (nd *Node) sendBatch(lc *leaderConn, jobs []Job, cmds []*redis.Cmd, reps []
 				reps[k] = wire.Reply{St: wire.StatusTaken}
 				continue
 			}
-			res, err = setReply(jobs[k].Ctx, s, req, res, err)
+			res, err = nd.setReply(jobs[k].Ctx, s, req, res, err, &a)
 		}
-		reps[k] = nd.after(jobs[k].Ctx, req, res, err, sent[k])
-		if own && reps[k].St == wire.StatusFailed {
+		reps[k] = nd.synced(req, nd.after(jobs[k].Ctx, req, res, err, sent[k]), a)
+		if own && connBroken(reps[k]) {
 			lc.drop() // as above
 			s, own = nd.C, false
 		}

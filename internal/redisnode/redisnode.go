@@ -37,6 +37,11 @@ type Options struct {
 	AppendOnly bool     // true: --appendonly yes --appendfsync always (data survives Restart); false: --save "" --appendonly no
 	Args       []string // extra redis-server args (appended last, so they win), e.g. "--requirepass", "x"
 	Port       int      // 0 = pick a free loopback port
+	// Sentinel runs `redis-server <dir>/sentinel.conf --sentinel`: a
+	// Sentinel, whose configuration file (which it rewrites) starts with
+	// Config. AppendOnly does not apply.
+	Sentinel bool
+	Config   string // Sentinel's configuration lines, e.g. "sentinel monitor m 127.0.0.1 6379 2"
 }
 
 // Node is one redis-server process. All methods are safe for concurrent use.
@@ -325,7 +330,17 @@ func (n *Node) startLocked() error {
 		"--bind", "127.0.0.1", "--port", strconv.Itoa(n.port), "--dir", n.dir,
 		"--daemonize", "no", "--logfile", "", "--protected-mode", "no",
 	}
-	if n.opts.AppendOnly {
+	if n.opts.Sentinel {
+		// Sentinel needs a writable configuration file; after a restart
+		// it keeps what Sentinel wrote into it.
+		conf := filepath.Join(n.dir, "sentinel.conf")
+		if _, err := os.Stat(conf); err != nil {
+			if err := os.WriteFile(conf, []byte(n.opts.Config+"\n"), 0o600); err != nil {
+				return fmt.Errorf("redisnode: sentinel config: %w", err)
+			}
+		}
+		args = append([]string{conf, "--sentinel"}, args...)
+	} else if n.opts.AppendOnly {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
 	} else {
 		args = append(args, "--save", "", "--appendonly", "no")

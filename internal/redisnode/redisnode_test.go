@@ -276,3 +276,17 @@ func infoServer(addr string) (string, error) {
 	_, err = io.ReadFull(r, body)
 	return string(body), err
 }
+
+func TestSentinel(t *testing.T) {
+	m := start(t, Options{})
+	s := start(t, Options{Sentinel: true, Config: fmt.Sprintf("sentinel monitor m 127.0.0.1 %d 1", m.Port())})
+	// CKQUORUM answers an error for a master the Sentinel does not watch.
+	reply, err := do(s.Addr(), time.Second, "SENTINEL", "CKQUORUM", "m")
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(reply, "+OK"), "want the master of its Config watched, got %q", reply)
+	// Sentinel rewrote its file; a restart keeps what it wrote.
+	require.NoError(t, s.Restart())
+	reply, err = do(s.Addr(), time.Second, "SENTINEL", "CKQUORUM", "m")
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(reply, "+OK"), "after a restart: want the master watched, got %q", reply)
+}

@@ -41,6 +41,44 @@ func NodesWith(t testing.TB, n int, opts redisnode.Options) []*redisnode.Node {
 	return nodes
 }
 
+// Replica starts a replica of master (--replicaof, plus args), closed
+// when the test ends, and returns it once a write on master is
+// acknowledged by it (WAIT 1): after a diskless sync, master starts
+// streaming writes to the replica only at the replica's first REPLCONF
+// ACK, up to a second after both sides report the link up and the
+// replica online, and until then WAIT does not count it. It first sets
+// master's repl-diskless-sync-delay to 0, so that the full sync starts
+// at once (Redis 7 waits 5s for more replicas).
+func Replica(t testing.TB, master *redisnode.Node, args ...string) *redisnode.Node {
+	t.Helper()
+	ctx := context.Background()
+	mc := Client(t, master)
+	if err := mc.ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err(); err != nil {
+		t.Fatalf("redistest: %s: CONFIG SET repl-diskless-sync-delay: %v", master.Addr(), err)
+	}
+	opts := redisnode.Options{Args: append([]string{"--replicaof", "127.0.0.1", fmt.Sprint(master.Port())}, args...)}
+	if pass := master.Password(); pass != "" {
+		opts.Args = append(opts.Args, "--masterauth", pass, "--requirepass", pass)
+	}
+	r := NodesWith(t, 1, opts)[0]
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		// The probe key expires: it outlives no test.
+		err := mc.Set(ctx, "redistest:replica-probe", r.Addr(), time.Second).Err()
+		if err == nil {
+			var n int64
+			// WAIT's own timeout, below the client's ReadTimeout.
+			if n, err = mc.Do(ctx, "wait", 1, 400).Int64(); err == nil && n >= 1 {
+				return r
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: replica %s of %s: no write acknowledged after 15s (last: %v)", r.Addr(), master.Addr(), err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // Clients returns one client per node, closed when the test ends.
 func Clients(t testing.TB, nodes []*redisnode.Node) []redis.UniversalClient {
 	t.Helper()
