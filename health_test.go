@@ -370,4 +370,3 @@ func TestHealthConcurrent(t *testing.T) {
 		t.Error(err)
 	}
 }
-
