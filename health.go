@@ -172,15 +172,21 @@ type finding struct {
 	node int
 	addr string
 	msg  string
-	err  error
-	dup  bool // one server given twice: also logged when a lock finds it
+	err  error  // shown after msg
+	tail string // shown after err
+	dup  bool   // one server given twice: also logged when a lock finds it
 }
 
-func (f finding) String() string {
+func (f finding) String() string { return f.text(true) }
+
+// text is f as a line, with its error or without (the log gives it as
+// an attribute).
+func (f finding) text(withErr bool) string {
 	s := f.msg
-	if f.err != nil {
+	if f.err != nil && withErr {
 		s += ": " + f.err.Error()
 	}
+	s += f.tail
 	if f.node < 0 {
 		return s
 	}
@@ -196,7 +202,7 @@ func (f finding) log(l *slog.Logger) {
 	if f.err != nil {
 		args = append(args, "err", f.err)
 	}
-	l.Warn("redlock: "+f.msg, args...)
+	l.Warn("redlock: "+f.text(false), args...)
 }
 
 // findings returns what in h weakens safety; withCount adds the count of
@@ -210,7 +216,8 @@ func (c *Client) findings(h *Health, withCount bool) []finding {
 		f := finding{node: n.Node, addr: n.Addr}
 		switch {
 		case n.Err != nil:
-			f.msg, f.err = "node does not answer"+hint(n.Err)+"; locks go on with the other nodes, which tolerate fewer failures", n.Err
+			f.msg, f.err = "does not answer", n.Err
+			f.tail = hint(n.Err) + "; locks go on with the other nodes, which tolerate fewer failures"
 			out = append(out, f)
 			continue
 		case n.Server == "":
@@ -219,7 +226,7 @@ func (c *Client) findings(h *Health, withCount bool) []finding {
 			continue
 		}
 		if p := n.MaxMemoryPolicy; strings.HasPrefix(p, "allkeys-") || strings.HasPrefix(p, "volatile-") {
-			f.msg = fmt.Sprintf("maxmemory-policy %s (maxmemory %d) evicts lock keys under memory pressure (every lock key has a TTL); use noeviction", p, n.MaxMemory)
+			f.msg = fmt.Sprintf("maxmemory-policy %s (maxmemory %s) evicts lock keys under memory pressure (every lock key has a TTL); use noeviction", p, bytesString(n.MaxMemory))
 			out = append(out, f)
 		}
 		if c.cfg.restartGuard == 0 && !n.AOF && n.Save == "" {
@@ -310,4 +317,17 @@ func (c *Client) logStartFindings(withCount bool) {
 		l.Debug("redlock: nodes probed", "healthy", h.Healthy, "nodes", len(h.Nodes), "findings", len(fs))
 		return nil
 	}, false)
+}
+
+// bytesString shows a maxmemory as its configuration would: 100mb, 0.
+func bytesString(b int64) string {
+	for _, u := range []struct {
+		n    int64
+		unit string
+	}{{1 << 30, "gb"}, {1 << 20, "mb"}, {1 << 10, "kb"}} {
+		if b >= u.n && b%u.n == 0 {
+			return fmt.Sprintf("%d%s", b/u.n, u.unit)
+		}
+	}
+	return fmt.Sprint(b)
 }

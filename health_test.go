@@ -161,6 +161,7 @@ func TestStartWarnings(t *testing.T) {
 		ev := redistest.NodesWith(t, 1, redisnode.Options{AppendOnly: true, Args: []string{"--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru"}})
 		w := dial(t, []string{goodURLs[0], goodURLs[1], urlOf(ev[0])})
 		one(t, w, "maxmemory-policy allkeys-lru")
+		require.Contains(t, w[0], "node 3 (127.0.0.1:")
 		require.Contains(t, w[0], "node=2") // 0-based in the log's attributes
 	})
 	t.Run("replica taking writes", func(t *testing.T) {
@@ -170,12 +171,12 @@ func TestStartWarnings(t *testing.T) {
 	})
 	t.Run("unreachable host", func(t *testing.T) {
 		w := dial(t, []string{goodURLs[0], goodURLs[1], "redis://" + closedAddr(t)})
-		one(t, w, "node does not answer")
+		one(t, w, "does not answer")
 		require.Contains(t, w[0], "connection refused")
 	})
 	t.Run("misspelt host", func(t *testing.T) {
 		w := dial(t, []string{goodURLs[0], goodURLs[1], "redis://no-such-host.invalid:6379"})
-		one(t, w, "node does not answer")
+		one(t, w, "does not answer")
 	})
 	t.Run("database index beyond databases", func(t *testing.T) {
 		w := dial(t, []string{goodURLs[0], goodURLs[1], urlOf(good[2]) + "/99"})
@@ -305,8 +306,8 @@ func TestHealthBadCalls(t *testing.T) {
 	require.ErrorIs(t, err, redlock.ErrInvalid)
 	require.ErrorContains(t, err, "zero Client")
 	_, rl := threeNodes(t)
-	//lint:ignore SA1012 a nil ctx is the subject
-	_, err = rl.Health(nil) //nolint:staticcheck
+	var nilCtx context.Context
+	_, err = rl.Health(nilCtx)
 	require.ErrorIs(t, err, redlock.ErrInvalid)
 	require.NoError(t, rl.Close())
 	_, err = rl.Health(ctx)
