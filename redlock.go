@@ -513,7 +513,9 @@ func Dial(urls []string, opts ...Option) (*Client, error) {
 // retries would only keep requests to a dead node running behind it, and
 // a refused connection would show as ErrNodeTimeout rather than as
 // "connection refused". go-redis still logs each failed dial through its
-// process-wide logger (see redis.SetLogger), once per dial.
+// process-wide logger (see redis.SetLogger), once per dial; the library
+// leaves that logger to the application (docs/operations.md says how to
+// quiet it or route it to slog).
 //
 // Errors match ErrInvalid and name the URL, its password hidden: no
 // URLs, an empty URL, a scheme other than those above, a URL go-redis
