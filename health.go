@@ -116,7 +116,14 @@ func (c *Client) Health(ctx context.Context) (Health, error) {
 	for _, f := range c.findings(&h, true) {
 		h.Warnings = append(h.Warnings, f.String())
 	}
-	return h, ctx.Err()
+	if err := ctx.Err(); err != nil {
+		for _, n := range h.Nodes {
+			if n.Err != nil {
+				return h, err // cut short: some node may not have had its chance
+			}
+		}
+	}
+	return h, nil
 }
 
 // health probes every node at once, each for up to wait within ctx.

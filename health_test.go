@@ -323,8 +323,21 @@ func TestHealthShortDeadline(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 		defer cancel()
 		h, err := rl.Health(ctx)
+		if err != nil { // the nodes may answer within 1ms
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+		}
+		require.Len(t, h.Nodes, 3)
+	})
+	within(t, 2*time.Second, "Health with a deadline passed", func() {
+		ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+		defer cancel()
+		h, err := rl.Health(ctx)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.Len(t, h.Nodes, 3)
+		require.False(t, h.Quorum)
+		for _, n := range h.Nodes {
+			require.ErrorIs(t, n.Err, context.DeadlineExceeded)
+		}
 	})
 	require.NoError(t, nodes[2].Pause())
 	t.Cleanup(func() { _ = nodes[2].Resume() })
