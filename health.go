@@ -157,7 +157,14 @@ func (c *Client) health(ctx context.Context, wait time.Duration) Health {
 // nodeHealth is node nd's report from its probe p.
 func nodeHealth(nd *node.Node, p node.Probe) NodeHealth {
 	n := NodeHealth{Node: nd.Idx, Addr: nd.Addr, Err: p.Err, Latency: p.Latency}
-	if p.Err != nil || p.InfoErr != nil {
+	if p.Err != nil {
+		return n
+	}
+	n.Save = p.Save
+	if p.SaveErr != nil {
+		n.Save = "unknown"
+	}
+	if p.InfoErr != nil {
 		return n
 	}
 	si := wire.ParseInfo(p.Info)
@@ -166,10 +173,6 @@ func nodeHealth(nd *node.Node, p node.Probe) NodeHealth {
 	n.ReplicaWrites = si.Role == "replica" && si.ReadOnlyKnown && !si.ReadOnly
 	n.AOF, n.LastSave = si.AOF, si.LastSave
 	n.MaxMemory, n.MaxMemoryPolicy = si.MaxMemory, si.Policy
-	n.Save = p.Save
-	if p.SaveErr != nil {
-		n.Save = "unknown"
-	}
 	return n
 }
 

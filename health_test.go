@@ -91,6 +91,26 @@ func TestHealthPersistence(t *testing.T) {
 	})
 }
 
+// TestHealthINFORefused: an ACL user without INFO and CONFIG gets a
+// report of a node that answers, with what it could not read unknown and
+// one warning, never an error of the whole report.
+func TestHealthINFORefused(t *testing.T) {
+	nodes, admins := cluster(t, 3)
+	aclSetUser(t, admins, "lim", "on", ">pw", "~*", "&*", "+@all", "-info", "-config")
+	h, err := newClient(t, userClients(t, nodes, "lim", "pw")).Health(context.Background())
+	require.NoError(t, err)
+	require.True(t, h.Quorum)
+	require.Equal(t, 3, h.Healthy)
+	for _, n := range h.Nodes {
+		require.NoError(t, n.Err)
+		require.Equal(t, "", n.Server)
+		require.Equal(t, "", n.Role)
+		require.Equal(t, "unknown", n.Save)
+	}
+	require.Len(t, h.Warnings, 3, "want one line a node, got %q", h.Warnings)
+	require.Contains(t, h.Warnings[0], "INFO refused")
+}
+
 // startLog is a logger for New and Dial, and a wait for their probe's
 // end ("nodes probed").
 type startLog struct {
