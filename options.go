@@ -396,10 +396,13 @@ func WithObserver(o Observer) Option {
 // WithLogger makes the library log the few events worth a line to l: a
 // lost lock (Warn), a node whose votes the restart guard starts or stops
 // refusing (Info), one server given twice (Error), a failed clean-up
-// release of a lost attempt (Debug). Nothing is logged per round or per
-// request. Default: nil, silent (slog.Default is not used). Given to a
-// single call it applies to that call's rounds and Lock; a duplicate
-// node is logged with the Client's logger.
+// release of a lost attempt (Debug), and, given to New or Dial, the
+// configurations that weaken safety (Warn, one line per finding; see New
+// and Client.Health). Nothing is logged per round or per request.
+// Default: nil, silent (slog.Default is not used). Given to a single call
+// it applies to that call's rounds and Lock; a duplicate node is logged
+// with the Client's logger. go-redis's own log lines (a failed dial) go
+// to its process-wide logger, not to l: see docs/operations.md.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.log = l }
 }

@@ -80,6 +80,14 @@ type Client struct {
 // masters (not replicas of each other, not the same server twice). It does
 // no I/O; each node is identified by its run_id on first contact.
 //
+// With WithLogger, New logs (Warn) what weakens safety, one line per
+// finding: one or two nodes at once; then, from one background probe of
+// the nodes (Health's; up to 1s per node, ended by Close), a node that
+// does not answer, an evicting maxmemory-policy, a node without
+// persistence when the restart guard is off, a replica, one server
+// given twice. New neither waits for that probe nor fails for what it
+// finds. Without a logger there is no probe.
+//
 // New returns an error matching ErrInvalid when nodes is empty, holds a
 // nil client, holds the same client (or the same address and DB) twice
 // (ErrDuplicateNode also matches), an option is out of range, or an
@@ -115,7 +123,8 @@ func newClient(clients []redis.UniversalClient, need int, opts []Option, owned b
 	if cfg.redis != nil && !owned {
 		return nil, invalidf("WithRedisOptions applies to Dial, which builds the go-redis clients")
 	}
-	if need == 0 {
+	majority := need == 0 // not a MultiLock, which needs every node by design
+	if majority {
 		need = quorum(len(nodes))
 	}
 	if cfg.restartGuard > 0 {
@@ -141,6 +150,7 @@ func newClient(clients []redis.UniversalClient, need int, opts []Option, owned b
 		c.owned = clients
 	}
 	c.shard = c.sharding()
+	c.logStartFindings(majority)
 	return c, nil
 }
 
@@ -449,7 +459,11 @@ func (c *Client) Close() error {
 // Dial returns a Client over one go-redis client per URL, each URL one
 // independent Redis master (see New), built by NewClients with settings
 // that make a node that is down fail fast. opts are New's, and
-// WithRedisOptions adjusts the go-redis settings. It does no I/O.
+// WithRedisOptions adjusts the go-redis settings. It does no I/O itself;
+// with WithLogger it logs what weakens safety, as New does, from a
+// background probe of the nodes: a misspelt host or a database index
+// beyond the server's databases setting shows there as a node that does
+// not answer.
 //
 // The Client owns the go-redis clients: its Close closes them, after its
 // own background work. (A Client made by New leaves its clients to the
@@ -499,7 +513,9 @@ func Dial(urls []string, opts ...Option) (*Client, error) {
 // retries would only keep requests to a dead node running behind it, and
 // a refused connection would show as ErrNodeTimeout rather than as
 // "connection refused". go-redis still logs each failed dial through its
-// process-wide logger (see redis.SetLogger), once per dial.
+// process-wide logger (see redis.SetLogger), once per dial; the library
+// leaves that logger to the application (docs/operations.md says how to
+// quiet it or route it to slog).
 //
 // Errors match ErrInvalid and name the URL, its password hidden: no
 // URLs, an empty URL, a scheme other than those above, a URL go-redis

@@ -8,14 +8,16 @@ package main
 // the command ran under the lock (the leadership) to its end; a command
 // killed by a signal gives 128+n.
 const (
-	// exitOK: success (status: every node answered).
+	// exitOK: success (status: every node answered; without --key, a
+	// quorum of nodes is healthy).
 	exitOK = 0
 	// exitFailure: any other error (an unexpected I/O error).
 	exitFailure = 1
 	// exitUsage: bad flags, a bad or duplicate node URL, a bad TTL
 	// (EX_USAGE). redlock-lab uses the same code.
 	exitUsage = 64
-	// exitUnavailable: status could not reach every node (EX_UNAVAILABLE).
+	// exitUnavailable: status could not reach every node; without --key,
+	// fewer than a quorum of nodes are healthy (EX_UNAVAILABLE).
 	exitUnavailable = 69
 	// exitLockLost: the lock was lost while the command ran; the command
 	// was sent SIGTERM, then SIGKILL after --grace. Its own exit code is
@@ -39,14 +41,16 @@ const (
 const exitCodesHelp = `Exit codes:
   0       run, elect: the command succeeded under the lock (while
           leader); elect --observe: interrupted (SIGINT, SIGTERM);
-          status: every node answered
+          status: every node answered (without --key: a quorum of
+          nodes is healthy)
   N       run, elect: the command's own exit code, whatever it is; the
           codes 64, 70, 75, 126 and 127 of redlock itself always come
           with a "redlock run: ..." ("redlock elect: ...") line on stderr
   1       status: other failure
   64      usage error: bad flag, bad or duplicate node URL, bad TTL
           (EX_USAGE)
-  69      status: some node did not answer (EX_UNAVAILABLE)
+  69      status: some node did not answer; without --key: fewer
+          than a quorum of nodes healthy (EX_UNAVAILABLE)
   70      run, elect: the lock (leadership) was lost while the command
           ran; the command was sent SIGTERM, then SIGKILL after --grace
   75      run, elect: the lock was not obtained (not elected) within

@@ -19,6 +19,7 @@
 //	redlock elect --nodes URL,... [--ttl 30s] [-w D] [--value V] NAME -- command [args...]
 //	redlock elect --observe --nodes URL,... NAME
 //	redlock status --nodes URL,... --key K [--key-prefix P]
+//	redlock status --nodes URL,... [--restart-guard D]
 //	redlock version
 //	redlock help [command]
 //
@@ -46,7 +47,7 @@ Commands:
   run      run a command while holding a lock, extending it, like flock(1)
   elect    run a command while leader of an election; --observe: follow its leaders
   status   show who holds a key (each node's holder, TTL and fence counter,
-           and the holder's metadata)
+           and the holder's metadata); without --key, each node's health
   version  print the version
   help     print this help, or a command's: redlock help run
 

@@ -18,6 +18,7 @@ import (
 )
 
 const statusUsage = `Usage: redlock status --nodes URL,... (--key K | --election NAME) [--timeout 1s] [--key-prefix P]
+       redlock status --nodes URL,... [--timeout 1s] [--restart-guard D]
 
 Reads every node once (the library's Inspect) and changes nothing. For each
 node: whether it answered, the holder (the first 8 characters of its ID, the
@@ -32,12 +33,13 @@ library's Election use it): its holder is the leader, its metadata
 "term N: VALUE" (or "term N #S: VALUE" after the leader's S-th
 Proclaim). Exits 0 when every node answered, 69 when some did not.
 
+` + statusHealthUsage + `
 Flags:
 `
 
 // cmdStatus implements `redlock status`.
 func cmdStatus(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) int {
-	var nodes, key, election, prefix string
+	var nodes, key, election, prefix, guard string
 	var timeout time.Duration
 	fs := newFlagSet("redlock status")
 	fs.StringVar(&nodes, "nodes", "", "comma-separated node URLs (default: $"+envNodes+")")
@@ -45,6 +47,7 @@ func cmdStatus(ctx context.Context, args []string, env func(string) string, stdo
 	fs.StringVar(&election, "election", "", "the `name` of an election, whose key is read instead of --key")
 	fs.StringVar(&prefix, "key-prefix", "", "`prefix` of the keys on the nodes, as given to redlock run (default: $"+envKeyPrefix+")")
 	durationVar(fs, &timeout, "timeout", time.Second, "how long to wait for each node (a `duration`)")
+	fs.StringVar(&guard, "restart-guard", "", "without --key: the restart guard (a `duration`) the lock's users set, which answers the warning of nodes without persistence (default: $"+envRestartGuard+", else off)")
 	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printUsage(stdout, fs, statusUsage)
@@ -60,10 +63,12 @@ func cmdStatus(ctx context.Context, args []string, env func(string) string, stdo
 	case election != "":
 		key = redlock.ElectionKey(election)
 	case key == "":
-		err = usagef("--key or --election is required")
+		return statusHealth(ctx, fs, nodes, guard, timeout, env, stdout, stderr)
 	}
 	switch {
 	case err != nil:
+	case guard != "":
+		err = usagef("--restart-guard applies to the report without --key")
 	case timeout <= 0:
 		err = usagef("--timeout %v is not positive", timeout)
 	case fs.NArg() > 0:

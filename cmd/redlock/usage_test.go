@@ -47,7 +47,7 @@ func TestUsageErrors(t *testing.T) {
 		{"elect: flag after the name", nodes, []string{"elect", "leader", "--ttl", "-1s", "--", "true"}, []string{"--ttl -1s is not positive"}},
 		{"elect: unknown flag", nodes, []string{"elect", "--bogus", "leader", "--", "true"}, []string{"redlock elect: flag provided but not defined: --bogus", "redlock elect -h"}},
 		{"elect: no nodes", nil, []string{"elect", "leader", "--", "true"}, []string{"no nodes", envNodes}},
-		{"status: no key", nodes, []string{"status"}, []string{"--key or --election is required"}},
+		{"status: restart guard with a key", nodes, []string{"status", "--key", "k", "--restart-guard", "1m"}, []string{"--restart-guard applies to the report without --key"}},
 		{"status: key and election", nodes, []string{"status", "--key", "k", "--election", "e"}, []string{"--key and --election both given"}},
 		{"status: bad url", nil, []string{"status", "--nodes", "redis://h:99999999", "--key", "k"}, []string{`"redis://h:99999999"`, "port 99999999 is not in 1..65535"}},
 		{"status: extra argument", nodes, []string{"status", "--key", "k", "extra"}, []string{`unexpected argument "extra"`}},
@@ -140,7 +140,7 @@ func TestHelpWritesLongFlagsWithTwoDashes(t *testing.T) {
 	for cmd, flags := range map[string][]string{
 		"run":    {"--nodes string", "--key string", "--ttl duration", "--wait duration", "-w duration", "-E code", "--conflict-exit-code code", "--grace duration", "--node-timeout duration", "--restart-guard duration", "--key-prefix prefix", "--multi", "--fence", "--foreground", "--metadata text", "-v"},
 		"elect":  {"--nodes string", "--ttl duration", "--wait duration", "-w duration", "-E code", "--conflict-exit-code code", "--grace duration", "--node-timeout duration", "--restart-guard duration", "--key-prefix prefix", "--foreground", "--value value", "--observe", "-v"},
-		"status": {"--nodes string", "--key string", "--election name", "--key-prefix prefix", "--timeout duration"},
+		"status": {"--nodes string", "--key string", "--election name", "--key-prefix prefix", "--timeout duration", "--restart-guard duration"},
 	} {
 		r := cli(t, nil, cmd, "--help")
 		lines := map[string]bool{}

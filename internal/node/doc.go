@@ -6,8 +6,8 @@
 // contact (exec.go); the restart guard (guard.go); the execution and
 // classification of a request (exec.go) and of an extension batch
 // (batch.go); replica sync, WAIT after each write of a lock's state
-// (replicas.go); and the background retries of failed releases
-// (retry.go).
+// (replicas.go); the background retries of failed releases (retry.go);
+// and the health probe (probe.go), which reads a node beside its queue.
 //
 // The root package (the API) reaches a Node by direct calls; a Node
 // reports each reply to the root's round through Round, and reaches the
