@@ -33,7 +33,9 @@ import (
 //     (checked at the end, against the recorded sections); within a term
 //     it delivers the publications in the order published, skipping none
 //     that reached a quorum, and its first delivery is never a value a
-//     split Proclaim left on a minority (checkPublications); an Observe
+//     split Proclaim left on a minority (checkPublications), nor any, on
+//     an observer whose reads wait for every node, started after a split
+//     Proclaim while every node runs (observeAfterSplit); an Observe
 //     started before Proclaims that repeat its first value delivers them
 //     all (observeRacing);
 //   - Leader, after a split Proclaim, reports the last value on a quorum
@@ -147,7 +149,15 @@ func (s *stressRun) campaign(ctx context.Context, id int, rng *rand.Rand, lk *st
 	}
 	s.fencedWrite(ctx, h)
 	end := time.Now().Add(time.Duration(rng.Int64N(int64(1500 * time.Millisecond))))
-	for n := 0; time.Now().Before(end) && ctx.Err() == nil && !isClosed(ld.Done()); n++ {
+	if rng.IntN(3) == 0 {
+		// A split Proclaim while the leadership's last publication is
+		// its Campaign's: the first of the term, whose value sorts after
+		// any later one's ("term 7: a" > "term 7 #1: b"), so that a tie
+		// between the holders' values broken by their order picks the
+		// split one.
+		s.splitProclaim(ctx, rng, h, ls, 0)
+	}
+	for n := 1; time.Now().Before(end) && ctx.Err() == nil && !isClosed(ld.Done()); n++ {
 		t := time.NewTimer(20*time.Millisecond + time.Duration(rng.Int64N(int64(130*time.Millisecond))))
 		select {
 		case <-ctx.Done():
@@ -691,22 +701,10 @@ func (s *stressRun) splitProclaim(ctx context.Context, rng *rand.Rand, h *stress
 func (s *stressRun) leaderAfterSplit(ctx context.Context, h *stressHold, ls *leading, split string) {
 	s.count(opLeader + " after a split")
 	key := redlock.ElectionKey(ls.name)
-	everyNode := func() bool {
-		hd, err := s.inspector.Inspect(ctx, key)
-		if err != nil {
-			return false
-		}
-		for _, n := range hd.Nodes {
-			if n.Err != nil {
-				return false
-			}
-		}
-		return true
-	}
 	want, certain := ls.ld.Value(), !ls.uncertain
-	before := everyNode() && ls.ld.Validity() > 0
+	before := s.everyNode(ctx, s.inspector, key) && ls.ld.Validity() > 0
 	got, err := s.inspector.Election(ls.name).Leader(ctx)
-	after := everyNode() && ls.ld.Validity() > 0
+	after := s.everyNode(ctx, s.inspector, key) && ls.ld.Validity() > 0
 	h.note("Leader after the split: %q, term %d: %v", got.Value, got.Term, errText(err))
 	if before && after && certain && err == nil && got.Term == ls.ld.Term() && got.Value != want {
 		// What each node holds now, value and last history entries, to
@@ -721,7 +719,88 @@ func (s *stressRun) leaderAfterSplit(ctx context.Context, h *stressHold, ls *lea
 		s.failf("worker %d: Leader of %s after a split Proclaim (%q) while every node answered: want the value on a quorum %q, got %q (now %s) (%s)",
 			h.worker, ls.name, split, want, got.Value, strings.Join(nodes, "; "), h)
 	}
+	s.observeAfterSplit(ctx, h, ls)
 }
+
+// everyNode reports whether every node answered an Inspect of key
+// through c.
+func (s *stressRun) everyNode(ctx context.Context, c *redlock.Client, key string) bool {
+	hd, err := c.Inspect(ctx, key)
+	if err != nil {
+		return false
+	}
+	for _, n := range hd.Nodes {
+		if n.Err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// observeAfterSplit observes the leader's own election, right after a
+// split Proclaim, on the patient observer, whose reads wait for each
+// node longer than a pause lasts: when every node answers it first, and
+// no node is killed until the observation ends, every history read
+// answers from all five, on which a split Proclaim's entry is on two,
+// fewer than a quorum, so the observer must deliver none of the term's
+// split values (Observe delivers only what may be on a quorum). Nothing
+// else publishes in the term meanwhile: this is its leader's goroutine.
+func (s *stressRun) observeAfterSplit(ctx context.Context, h *stressHold, ls *leading) {
+	term := ls.ld.Term()
+	g0 := s.killGen.Load()
+	if g0%2 != 0 || !s.everyNode(ctx, s.patient, redlock.ElectionKey(ls.name)) {
+		return
+	}
+	s.count(opObserve + " after a split")
+	var got []redlock.Leader
+	func() {
+		octx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		ch := s.patient.Election(ls.name).Observe(octx)
+		// Until observeAfterSplitFor after its first delivery, which
+		// the same read's history follows at once.
+		t := time.NewTimer(patientTimeout)
+		defer t.Stop()
+		for {
+			select {
+			case l, ok := <-ch:
+				if !ok {
+					return
+				}
+				if len(got) == 0 {
+					t.Reset(observeAfterSplitFor)
+				}
+				got = append(got, l)
+			case <-t.C:
+				cancel()
+				for range ch {
+				}
+				return
+			}
+		}
+	}()
+	h.note("Observe after the split delivered %+v", got)
+	if s.killGen.Load() != g0 || ctx.Err() != nil || len(got) == 0 {
+		return
+	}
+	s.count(opObserve + " after a split, checked")
+	s.mu.Lock()
+	ps := slices.Clone(s.pubs[pubKey(ls.name, term)])
+	s.mu.Unlock()
+	for _, l := range got {
+		for _, p := range ps {
+			if l.Term == term && p.outcome == pubMinority && p.value == l.Value {
+				s.failf("worker %d: Observe of %s, term %d, started after a split Proclaim, while every node answered: delivered %q, which the split Proclaim left on fewer nodes than a quorum: want only what may be on a quorum (delivered: %+v; published in term %d: %+v) (%s)",
+					h.worker, ls.name, term, l.Value, got, term, ps, h)
+			}
+		}
+	}
+}
+
+// observeAfterSplitFor is how long observeAfterSplit goes on observing
+// after the first delivery: what the same read's history shows follows
+// it at once, and a shorter observation is less often cut by a kill.
+const observeAfterSplitFor = 200 * time.Millisecond
 
 // foreignHistory plants a list (a value none of our kinds writes) at an
 // election's history key on every node, and campaigns: Campaign wins but
@@ -914,23 +993,28 @@ func (s *stressRun) observeRacing(ctx context.Context, h *stressHold, ls *leadin
 	ok := s.proclaimValue(ctx, h, ls, want[1]) && s.proclaimValue(ctx, h, ls, want[2])
 	hook.armed.Store(false)
 	ok = ok && s.proclaimValue(ctx, h, ls, want[3])
-	for len(got) < len(want) && recv(3*time.Second) {
+	// What may be on a quorum may be delivered between them (a split
+	// Proclaim's value while an answer was missing, a failed Proclaim's
+	// that landed on enough nodes): only the values of want are waited
+	// for and compared.
+	vals := func() []string {
+		var vs []string
+		for _, l := range got {
+			if l.Term == term && slices.Contains(want, l.Value) {
+				vs = append(vs, l.Value)
+			}
+		}
+		return vs
+	}
+	for len(vals()) < len(want) && recv(3*time.Second) {
 	}
 	cancel()
 	for recv(time.Second) {
 	}
-	// What may be on a quorum may be delivered between them (a split
-	// Proclaim's value while an answer was missing): only the values
-	// of want are compared.
-	var vals []string
-	for _, l := range got {
-		if l.Term == term && slices.Contains(want, l.Value) {
-			vals = append(vals, l.Value)
-		}
-	}
-	h.note("Observe racing Proclaims delivered %q", vals)
-	if ok && ls.ld.Validity() > 0 && (len(vals) < len(want) || !slices.Equal(vals[:len(want)], want)) {
-		s.failf("worker %d: Observe of %s started before Proclaims of %q: want %q delivered in order, got %q (%s)", h.worker, ls.name, want[1:], want, vals, h)
+	h.note("Observe racing Proclaims delivered %+v", got)
+	vs := vals()
+	if ok && ls.ld.Validity() > 0 && (len(vs) < len(want) || !slices.Equal(vs[:len(want)], want)) {
+		s.failf("worker %d: Observe of %s started before Proclaims of %q: want %q delivered in order, got %q (%s)", h.worker, ls.name, want[1:], want, vs, h)
 	}
 }
 

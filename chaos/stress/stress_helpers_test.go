@@ -81,6 +81,10 @@ type stressRun struct {
 	// procFaultGen counts the starts and ends of kills and pauses: odd
 	// while one lasts (see healthyFor).
 	procFaultGen atomic.Int64
+	// killGen counts the starts and ends of kills alone: odd while a
+	// killed node is down (a paused one still answers a patient reader;
+	// see observeAfterSplit).
+	killGen atomic.Int64
 	// healedAt is when the last kill or pause ended (the node answered
 	// again), on s.clock; see dialBreakerGrace.
 	healedAt atomic.Int64
@@ -116,6 +120,7 @@ type stressRun struct {
 	observed []observation              // what each Observe delivered (stress_election_test.go)
 	pubs     map[string][]publication   // each leadership's publications, by election name and term (pubKey)
 	oneNode  *redlock.Client            // a Client of node 0 alone (oneNodeStep)
+	patient  *redlock.Client            // an observer that waits for every node (observeAfterSplit)
 	direct   []redis.UniversalClient    // the go-redis clients that dial the nodes directly
 	open     map[*stressHold]struct{}   // acquired and not yet unlocked
 	fresh    int                        // fresh keys used so far
@@ -294,6 +299,19 @@ func newStressRun(t *testing.T, seed int64, d time.Duration, families map[string
 	}
 	s.oneNode = one
 	s.addCloser(one)
+	// An observer whose reads wait seconds for each node, so that, while
+	// no node is killed, every node answers them, on a loaded machine
+	// too (observeAfterSplit).
+	var slowReads []redis.UniversalClient
+	for _, nd := range s.nodes {
+		slowReads = append(slowReads, patientNodeClient(t, nd.Addr()))
+	}
+	pat, err := redlock.New(slowReads, redlock.WithNodeTimeout(patientTimeout))
+	if err != nil {
+		t.Fatalf("redlock.New for the patient observer: %v", err)
+	}
+	s.patient = pat
+	s.addCloser(pat)
 	s.direct = direct
 	t.Cleanup(s.closeLockers)
 
@@ -342,6 +360,27 @@ func stressNodeClient(t *testing.T, addr string) *redis.Client {
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
+
+// patientNodeClient is stressNodeClient with socket timeouts longer
+// than patientTimeout, for the patient observer.
+func patientNodeClient(t *testing.T, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{
+		Addr:          addr,
+		DialTimeout:   patientTimeout,
+		ReadTimeout:   patientTimeout + time.Second,
+		WriteTimeout:  patientTimeout + time.Second,
+		MaxRetries:    -1,
+		DialerRetries: 1,
+	})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// patientTimeout is the patient observer's per-node timeout: far longer
+// than a read takes on a running node, even on a loaded machine, and
+// than a pause lasts (processFaults: at most 1.5s).
+const patientTimeout = 3 * time.Second
 
 // stressSpec is how one locker is made.
 type stressSpec struct {
@@ -440,6 +479,7 @@ func (s *stressRun) processFaults(ctx context.Context, rng *rand.Rand, nodes []i
 		s.procFaultGen.Add(1)
 		from := s.clock.Now()
 		if kill {
+			s.killGen.Add(1)
 			s.fault("kill", i, chaos.EventKill, "")
 			if err := nd.Kill(); err != nil {
 				s.calm.RUnlock()
@@ -459,6 +499,7 @@ func (s *stressRun) processFaults(ctx context.Context, rng *rand.Rand, nodes []i
 				return
 			}
 			s.rec.Event(i, chaos.EventRestart, "")
+			s.killGen.Add(1)
 		} else {
 			s.fault("pause", i, chaos.EventPause, "")
 			if err := nd.Pause(); err != nil {

@@ -60,13 +60,14 @@ import (
 //     are valid at once, and terms rise in election order (chaos.Check);
 //     Observe delivers in term order, each term's publications in the
 //     order published, skipping none on a quorum, and never first a value
-//     a split Proclaim left on a minority; Leader reports the last value
-//     on a quorum after a split Proclaim; a Campaign with a foreign value
-//     at its history key stops at once (WRONGTYPE); an observer ends with
-//     its Client's Close; a one-node Client returns at its ctx's end;
-//     Inspect never returns a holder's token, and, while no node is
-//     killed or paused, agrees with the leader that calls it, as Leader
-//     does.
+//     a split Proclaim left on a minority (nor at all, when it starts
+//     after the split and every node answers); Leader reports the last
+//     value on a quorum after a split Proclaim; a Campaign with a foreign
+//     value at its history key stops at once (WRONGTYPE); an observer
+//     ends with its Client's Close; a one-node Client returns at its
+//     ctx's end; Inspect never returns a holder's token, and, while no
+//     node is killed or paused, agrees with the leader that calls it, as
+//     Leader does.
 //  6. The contracts of the operation families of stress_contracts_test.go,
 //     which -stress.ops turns on one at a time (default: all): a resumed
 //     AutoExtend extends; a burst of thousands of calls on healthy nodes
