@@ -15,7 +15,7 @@ import (
 
 // Leader election, in the style of etcd's concurrency.Election.
 //
-// An election is a fenced lock on ElectionKey(name) whose metadata is the
+// An election is a fenced lock on electionKey(name) whose metadata is the
 // leader's term and value, "term 17: host-a": Campaign is Lock (with
 // WithFencing), then a rewrite of its metadata with its term, which only
 // the winner knows (a node's counter may differ from it: a node that
@@ -35,7 +35,7 @@ import (
 // Each publication of a leadership (Campaign's, then each Proclaim's)
 // also goes, in the same script and only where the node holds the
 // leadership, into the election's history on that node
-// (ElectionTermsKey), scored by its term and ordered within a term by a
+// (KeyName("terms", name)), scored by its term and ordered within a term by a
 // sequence number. Observe reads the history, so that a leadership
 // begun and ended between two of its reads is still delivered.
 
@@ -72,33 +72,14 @@ type Election struct {
 }
 
 // Election returns the election called name. It does no I/O. Its key is
-// ElectionKey(name), with the key prefix (WithKeyPrefix) in front, so an
+// KeyName("election", name), with the key prefix (WithKeyPrefix) in front, so an
 // election never collides with a lock on name. A name may not be empty
 // or end with ":fence" or ":terms": its key would be another election's
-// fence counter or history (ElectionTermsKey); Campaign, Leader and Run
+// fence counter or history (KeyName("terms", name)); Campaign, Leader and Run
 // return an error matching ErrInvalid for it, and Observe a closed
 // channel.
 func (c *Client) Election(name string) *Election {
 	return &Election{c: c, name: name}
-}
-
-// Election returns the election called name among the MultiLock's
-// nodes: a leadership needs every node, as its locks do (see MultiLock),
-// and so survives the loss of data on all nodes but one, and none can be
-// elected while a node is down.
-func (m *MultiLock) Election(name string) *Election {
-	if m == nil {
-		return &Election{name: name}
-	}
-	return m.c.Election(name)
-}
-
-// Name returns the election's name.
-func (e *Election) Name() string {
-	if e == nil {
-		return ""
-	}
-	return e.name
 }
 
 func (e *Election) check() error {
@@ -151,31 +132,31 @@ type Leadership struct {
 //
 // ctx bounds only the wait, as in etcd: once elected, the leadership
 // outlives ctx, until Resign or loss. value is stored with the
-// leadership on the nodes (as WithMetadata, at most MaxMetadata bytes)
+// leadership on the nodes (as WithMetadata, at most 4096 bytes (as WithMetadata))
 // and is what Leader and Observe report. opts are Lock's options (an
 // election is always fenced, WithFencing; WithMetadata and WithToken are
 // refused).
 //
 // Errors: ErrInvalid for a nil or zero *Election, a nil ctx, a value
-// over MaxMetadata bytes, a bad ttl or option; ErrClosed after the
+// over 4096 bytes (as WithMetadata), a bad ttl or option; ErrClosed after the
 // Client's Close; when ctx ends the wait, an error matching
 // ErrNotObtained and ctx.Err() (and, when an attempt completed, its
 // reason, such as ErrContended, with the current leader's value in its
 // message; after a win whose term could not be published, that
 // failure); an error matching ErrNotObtained and a *QuorumError (Op
-// OpProclaim), at once, when publishing the term fails on too many nodes
+// "proclaim"), at once, when publishing the term fails on too many nodes
 // for a reason no retry gets past: their ACL refuses what it runs (see
 // docs/security.md), or the election's history key holds a value none
 // of our kinds writes (ErrUnreachable, the server's WRONGTYPE); the
 // errors of Lock otherwise. A win whose term could not be published for
 // another reason is given back, and Campaign tries again after the
 // retry delay (WithRetryDelay).
-func (e *Election) Campaign(ctx context.Context, value string, ttl time.Duration, opts ...Option) (*Leadership, error) {
+func (e *Election) Campaign(ctx context.Context, value string, ttl time.Duration, opts ...LockOption) (*Leadership, error) {
 	if err := e.check(); err != nil {
 		return nil, err
 	}
-	if len(value) > MaxMetadata {
-		return nil, invalidf("election value of %d bytes is longer than %d", len(value), MaxMetadata)
+	if len(value) > maxMetadata {
+		return nil, invalidf("election value of %d bytes is longer than %d", len(value), maxMetadata)
 	}
 	cfg, err := e.c.callConfig(opts)
 	if err != nil {
@@ -193,7 +174,7 @@ func (e *Election) Campaign(ctx context.Context, value string, ttl time.Duration
 	}()
 	var published error // the last win's failure to publish
 	for {
-		l, err := e.c.Lock(ctx, ElectionKey(e.name), ttl, opts...)
+		l, err := e.c.Lock(ctx, electionKey(e.name), ttl, opts...)
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil && published != nil {
 				return nil, e.publishFailed(published, cerr)
@@ -264,15 +245,6 @@ func (ld *Leadership) check() error {
 	return nil
 }
 
-// Term returns the leadership's term: its fencing token (see Lock.Fence),
-// greater than every earlier leader's. 0 for a nil or zero *Leadership.
-func (ld *Leadership) Term() int64 {
-	if ld.check() != nil {
-		return 0
-	}
-	return ld.l.Fence()
-}
-
 // Value returns the value the leadership advertises: Campaign's, or the
 // last successful Proclaim's.
 func (ld *Leadership) Value() string {
@@ -282,38 +254,6 @@ func (ld *Leadership) Value() string {
 	ld.mu.Lock()
 	defer ld.mu.Unlock()
 	return ld.val
-}
-
-// Done returns a channel that is closed when the leadership can no
-// longer be proven held, before its validity runs out, or after Resign;
-// Err says which (see Lock.Done). For a nil or zero *Leadership it
-// returns a closed channel.
-func (ld *Leadership) Done() <-chan struct{} {
-	if ld.check() != nil {
-		ch := make(chan struct{})
-		close(ch)
-		return ch
-	}
-	return ld.l.Done()
-}
-
-// Err returns nil while Done is open; then ErrReleased after Resign, or
-// an error matching ErrLockLost once the leadership was lost (see
-// Lock.Err).
-func (ld *Leadership) Err() error {
-	if err := ld.check(); err != nil {
-		return err
-	}
-	return ld.l.Err()
-}
-
-// Validity returns the time left in which the leadership is safe to act
-// on (see Lock.Validity); <= 0 once lost or resigned.
-func (ld *Leadership) Validity() time.Duration {
-	if ld.check() != nil {
-		return 0
-	}
-	return ld.l.Validity()
 }
 
 // Lock returns the lock that holds the leadership, for its key, its
@@ -335,9 +275,9 @@ func (ld *Leadership) Lock() *Lock {
 // by default derived from the TTL, see DefaultNodeTimeout).
 //
 // Errors: ErrInvalid for a nil or zero *Leadership, a nil ctx or a value
-// over MaxMetadata bytes; ctx's error when ctx ends first; after Resign,
+// over 4096 bytes (as WithMetadata); ctx's error when ctx ends first; after Resign,
 // or once the leadership is lost, an error matching ErrNotHeld; a
-// *QuorumError (Op OpProclaim) matching ErrNotHeld, and ErrUnreachable
+// *QuorumError (Op "proclaim") matching ErrNotHeld, and ErrUnreachable
 // when failed nodes prevented the quorum (a node whose history key holds
 // a value none of our kinds writes fails with WRONGTYPE). A failed
 // Proclaim may have changed the value on some nodes; Leader and Observe
@@ -349,14 +289,14 @@ func (ld *Leadership) Proclaim(ctx context.Context, value string) error {
 	if ctx == nil {
 		return invalidf("nil context")
 	}
-	if len(value) > MaxMetadata {
-		return invalidf("election value of %d bytes is longer than %d", len(value), MaxMetadata)
+	if len(value) > maxMetadata {
+		return invalidf("election value of %d bytes is longer than %d", len(value), maxMetadata)
 	}
 	ld.mu.Lock()
 	resigned := ld.resigned
 	ld.mu.Unlock()
 	if resigned {
-		return ld.e.c.unsentError(opProclaim, ld.l.Keys(), ErrNotHeld)
+		return ld.e.c.unsentError(opProclaim, ld.l.shownKeys(), ErrNotHeld)
 	}
 	return ld.proclaim(ctx, value)
 }
@@ -370,10 +310,10 @@ func (ld *Leadership) proclaim(ctx context.Context, value string) error {
 	defer ld.pmu.Unlock()
 	c, l := ld.e.c, ld.l
 	if l.Validity() <= 0 {
-		return c.unsentError(opProclaim, l.Keys(), ErrNotHeld)
+		return c.unsentError(opProclaim, l.shownKeys(), ErrNotHeld)
 	}
 	wk := c.cfg.prefix + l.keys[0]
-	ch := c.cfg.prefix + ReleaseChannel(l.keys[0])
+	ch := c.cfg.prefix + releaseChannel(l.keys[0])
 	tok, _ := wire.SplitValue(l.token)
 	// Every publication takes the next place, a failed one too, so that
 	// what it left on a few nodes sorts before the ones that follow.
@@ -481,7 +421,7 @@ type electionRead struct {
 // before the history is read, so the history (while intact) holds it.
 func (e *Election) read(ctx context.Context, from int64) (electionRead, error) {
 	c := e.c
-	h, err := c.inspect(ctx, &c.cfg, c.cfg.prefix+ElectionKey(e.name))
+	h, err := c.inspect(ctx, &c.cfg, c.cfg.prefix+electionKey(e.name))
 	if err != nil {
 		return electionRead{}, err
 	}
@@ -506,7 +446,7 @@ func (e *Election) read(ctx context.Context, from int64) (electionRead, error) {
 // other means, or no holder).
 func leaderMetas(h *Holding) (metas []string, term int64) {
 	term = -1
-	if h.State != HoldHeld {
+	if h.State != stateHeld {
 		return nil, term
 	}
 	id := h.Holders[0].ID
@@ -543,7 +483,7 @@ func leaderMetas(h *Holding) (metas []string, term int64) {
 func (e *Election) leaderOf(h *Holding, metas []string, term int64, hr *historyRead) (Leader, int64, error) {
 	c := e.c
 	switch h.State {
-	case HoldHeld:
+	case stateHeld:
 		switch {
 		case term < 0:
 			// Not a leadership's metadata: a lock taken on the key by
@@ -603,7 +543,7 @@ func (e *Election) leaderOf(h *Holding, metas []string, term int64, hr *historyR
 		}
 		cur.Value = best
 		return cur, bestSeq, nil
-	case HoldFree:
+	case stateFree:
 		return Leader{}, -1, causef([]error{ErrNoLeader}, "election %q: no leader (%d of %d nodes answered)", e.name, answered(h), len(h.Nodes))
 	}
 	return Leader{}, -1, causef([]error{ErrUnreachable}, "election %q: leader unknown: %d of %d nodes answered, too few to tell (%d needed)%s", e.name, answered(h), len(h.Nodes), c.need, firstNodeErr(h))
@@ -641,7 +581,7 @@ func firstNodeErr(h *Holding) string {
 // not. The channel closes when ctx ends, or when the Client is closed.
 //
 // At each wake Observe reads the leader as Leader does, then the
-// election's history (ElectionTermsKey) from every node. A new leader and
+// election's history (KeyName("terms", name)) from every node. A new leader and
 // Proclaim announce themselves over pub/sub, and so does Resign, which
 // wakes it at once; it also reads every second, so that a lost message
 // only delays a change. Only a history read that more than N − quorum
@@ -656,7 +596,7 @@ func firstNodeErr(h *Holding) string {
 // after it ended (and 0 for one that began after that read).
 //
 // Limits: each node keeps the last 64 entries of an election's history,
-// for max(10×ttl, 1 minute) after its last write (ElectionTermsKey). An
+// for max(10×ttl, 1 minute) after its last write (KeyName("terms", name)). An
 // observer that falls further behind skips what the nodes dropped, and a
 // node restarted empty has lost its copy (the other nodes' still count).
 // Where the history has nothing newer but the leader read does (the
@@ -686,7 +626,7 @@ type observeState struct {
 
 func (e *Election) observe(ctx context.Context, out chan<- Leader) {
 	defer close(out)
-	w := e.c.hub.join(e.c, []string{ElectionKey(e.name)}, false, true, false)
+	w := e.c.hub.join(e.c, []string{electionKey(e.name)}, false, true, false)
 	defer e.c.hub.leave(w)
 	var st observeState
 	t := time.NewTimer(0)
@@ -762,7 +702,7 @@ func (e *Election) observeOnce(ctx context.Context, st *observeState, out chan<-
 			// above). Not after the fence counters: an acquire that
 			// has raised some nodes' counters may win with that term
 			// yet, and would be skipped.
-			if v.h.State == HoldUnknown || !preEnough {
+			if v.h.State == stateUnknown || !preEnough {
 				// Too few answers to tell: later. Without the
 				// leaderships that ended, the observer would start
 				// before them and deliver what came before it.
@@ -858,7 +798,7 @@ func (e *Election) onQuorum(hr *historyRead) []wire.TermEntry {
 // answered.
 func (e *Election) history(ctx context.Context, from int64) historyRead {
 	c := e.c
-	hk := c.cfg.prefix + ElectionTermsKey(e.name)
+	hk := c.cfg.prefix + electionTermsKey(e.name)
 	timeout := c.cfg.nodeTimeout
 	if timeout <= 0 {
 		timeout = inspectTimeout
@@ -904,7 +844,7 @@ func (e *Election) history(ctx context.Context, from int64) historyRead {
 //
 // Errors: Campaign's (ErrInvalid for bad arguments, a nil fn), ctx's
 // error, or fn's.
-func (e *Election) Run(ctx context.Context, value string, ttl time.Duration, fn func(ctx context.Context) error, opts ...Option) error {
+func (e *Election) Run(ctx context.Context, value string, ttl time.Duration, fn func(ctx context.Context) error, opts ...LockOption) error {
 	if err := e.check(); err != nil {
 		return err
 	}
@@ -945,7 +885,7 @@ func (ld *Leadership) run(ctx context.Context, fn func(ctx context.Context) erro
 	stop := make(chan struct{})
 	go func() {
 		select {
-		case <-ld.Done():
+		case <-ld.l.Done():
 			cancel()
 		case <-stop:
 		}
@@ -961,7 +901,7 @@ func (ld *Leadership) run(ctx context.Context, fn func(ctx context.Context) erro
 	err = fn(fctx)
 	finished = true
 	select {
-	case <-ld.Done():
+	case <-ld.l.Done():
 		return err, true
 	default:
 		return err, false

@@ -38,21 +38,21 @@ func TestElectionCampaignProclaimResignHandsOff(t *testing.T) {
 	name := key(t)
 	lead, err := a.Election(name).Campaign(ctx, "host-a", 10*time.Second)
 	require.NoError(t, err)
-	require.Positive(t, lead.Term())
-	require.Positive(t, lead.Validity())
-	require.NoError(t, lead.Err())
+	require.Positive(t, lead.Lock().Fence())
+	require.Positive(t, lead.Lock().Validity())
+	require.NoError(t, lead.Lock().Err())
 
 	info, err := b.Election(name).Leader(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "host-a", info.Value)
-	require.Equal(t, lead.Term(), info.Term)
+	require.Equal(t, lead.Lock().Fence(), info.Term)
 	require.True(t, info.Validity > 0 && info.Validity <= 10*time.Second, "want 0 < validity <= TTL, got %v", info.Validity)
 
 	require.NoError(t, lead.Proclaim(ctx, "host-a:v2"))
 	require.Equal(t, "host-a:v2", lead.Value())
 	info, err = b.Election(name).Leader(ctx)
 	require.NoError(t, err)
-	require.Equal(t, redlock.Leader{Value: "host-a:v2", Term: lead.Term(), Validity: info.Validity}, info)
+	require.Equal(t, redlock.Leader{Value: "host-a:v2", Term: lead.Lock().Fence(), Validity: info.Validity}, info)
 
 	type won struct {
 		l   *redlock.Leadership
@@ -66,23 +66,23 @@ func TestElectionCampaignProclaimResignHandsOff(t *testing.T) {
 	}()
 	// The candidate is refused and waits: it says who leads.
 	eventually(t, 5*time.Second, func() bool {
-		h, err := a.Inspect(ctx, redlock.ElectionKey(name))
-		return err == nil && h.State == redlock.HoldHeld
+		h, err := a.Inspect(ctx, redlock.KeyName("election", name))
+		return err == nil && h.State == "held"
 	}, "want the leader held")
 	time.Sleep(50 * time.Millisecond) // let the candidate's first attempt be refused
 	resigned := time.Now()
 	require.NoError(t, lead.Resign(ctx))
 	require.NoError(t, lead.Resign(ctx), "want a second Resign to return nil")
-	require.ErrorIs(t, lead.Err(), redlock.ErrReleased)
+	require.ErrorIs(t, lead.Lock().Err(), redlock.ErrReleased)
 	select {
 	case w := <-got:
 		require.NoError(t, w.err)
-		require.Greater(t, w.l.Term(), lead.Term(), "want a higher term")
+		require.Greater(t, w.l.Lock().Fence(), lead.Lock().Fence(), "want a higher term")
 		require.Less(t, w.at.Sub(resigned), 30*time.Second, "want the hand-off, not the retry delay")
 		info, err = a.Election(name).Leader(ctx)
 		require.NoError(t, err)
 		require.Equal(t, "host-b", info.Value)
-		require.Equal(t, w.l.Term(), info.Term)
+		require.Equal(t, w.l.Lock().Fence(), info.Term)
 		require.NoError(t, w.l.Resign(ctx))
 	case <-time.After(30 * time.Second):
 		t.Fatal("want the candidate woken by Resign, within the hand-off")
@@ -130,7 +130,7 @@ func TestElectionKeysApartFromLocks(t *testing.T) {
 	// not at all on a loaded machine (a node timeout).
 	elected, locked := 0, 0
 	for _, c := range clients {
-		if strings.Contains(get(t, c, "app1:"+redlock.ElectionKey(name)), ": v") {
+		if strings.Contains(get(t, c, "app1:"+redlock.KeyName("election", name)), ": v") {
 			elected++
 		}
 		if get(t, c, "app1:"+name) == l.Token() {
@@ -170,11 +170,11 @@ func TestCampaignCtxBoundsOnlyTheWait(t *testing.T) {
 	stalls := watchStalls(t)
 	time.Sleep(3 * ttl) // past the TTL: only auto-extension keeps it
 	select {
-	case <-lead.Done():
+	case <-lead.Lock().Done():
 		// A loaded machine may stall past what a 300ms lease survives;
 		// only a loss without such a stall is a failure.
 		if stalls.Survivable(t, ttl, testNodeTimeout, lossMargin(ttl, testNodeTimeout)) {
-			t.Fatalf("want the leadership held past its TTL, got %v", lead.Err())
+			t.Fatalf("want the leadership held past its TTL, got %v", lead.Lock().Err())
 		}
 		_ = lead.Resign(ctx)
 		return
@@ -202,19 +202,19 @@ func TestElectionZeroValues(t *testing.T) {
 		_, err = (&redlock.Election{}).Leader(ctx)
 		require.ErrorIs(t, err, redlock.ErrInvalid)
 		for _, ld := range []*redlock.Leadership{nil, {}} {
-			require.Zero(t, ld.Term())
-			require.Zero(t, ld.Validity())
+			require.Zero(t, ld.Lock().Fence())
+			require.Zero(t, ld.Lock().Validity())
 			require.Empty(t, ld.Value())
-			require.ErrorIs(t, ld.Err(), redlock.ErrInvalid)
+			require.ErrorIs(t, ld.Lock().Err(), redlock.ErrInvalid)
 			require.ErrorIs(t, ld.Resign(ctx), redlock.ErrInvalid)
 			require.ErrorIs(t, ld.Proclaim(ctx, "v"), redlock.ErrInvalid)
-			<-ld.Done()
+			<-ld.Lock().Done()
 		}
 	})
 	_, rl := threeNodes(t)
 	_, err := rl.Election("").Leader(ctx)
 	require.ErrorIs(t, err, redlock.ErrInvalid)
-	_, err = rl.Election(key(t)).Campaign(ctx, string(make([]byte, redlock.MaxMetadata+1)), time.Second)
+	_, err = rl.Election(key(t)).Campaign(ctx, string(make([]byte, 4096+1)), time.Second)
 	require.ErrorIs(t, err, redlock.ErrInvalid)
 	_, err = rl.Election(key(t)).Campaign(ctx, "v", time.Second, redlock.WithMetadata("x"))
 	require.ErrorIs(t, err, redlock.ErrInvalid)
@@ -252,7 +252,7 @@ func TestElectionConcurrentResignAndProclaim(t *testing.T) {
 		// Resign returns at a quorum; the last node's release may still
 		// be on its way.
 		for i, c := range clients {
-			eventually(t, 5*time.Second, func() bool { return get(t, c, redlock.ElectionKey(name)) == "" },
+			eventually(t, 5*time.Second, func() bool { return get(t, c, redlock.KeyName("election", name)) == "" },
 				"node %d: want nothing left after Resign", i+1)
 		}
 	}
@@ -312,7 +312,7 @@ func TestElectionRun(t *testing.T) {
 			// Another party deletes the leadership's key everywhere:
 			// the next extension finds it missing.
 			for _, c := range clients {
-				require.NoError(t, c.Del(ctx, redlock.ElectionKey(name)).Err())
+				require.NoError(t, c.Del(ctx, redlock.KeyName("election", name)).Err())
 			}
 			select {
 			case <-fctx.Done():
@@ -361,7 +361,7 @@ func TestElectionOneLeaderAtATime(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				var opts []redlock.Option
+				var opts []redlock.LockOption
 				expire := rng.IntN(4) == 0
 				if expire {
 					opts = append(opts, redlock.WithMaxExtensions(1+rng.IntN(2)))
@@ -370,7 +370,7 @@ func TestElectionOneLeaderAtATime(t *testing.T) {
 				if err != nil {
 					continue
 				}
-				lt := leadTerm{who: who, term: lead.Term(), start: time.Now()}
+				lt := leadTerm{who: who, term: lead.Lock().Fence(), start: time.Now()}
 				hold := time.Duration(rng.IntN(int(ttl)))
 				if rng.IntN(3) == 0 {
 					_ = lead.Proclaim(context.Background(), fmt.Sprint("c", who, "'"))
@@ -378,15 +378,15 @@ func TestElectionOneLeaderAtATime(t *testing.T) {
 				// The holder counts on its leadership until it stops
 				// (here, to resign) or its deadline, whichever is first.
 				if expire {
-					<-lead.Done()
+					<-lead.Lock().Done()
 				} else {
 					select {
 					case <-time.After(hold):
-					case <-lead.Done():
+					case <-lead.Lock().Done():
 					}
 				}
 				lt.end = time.Now()
-				if dl := lead.Lock().Deadline(); dl.Before(lt.end) {
+				if dl := deadlineOf(lead.Lock()); dl.Before(lt.end) {
 					lt.end = dl
 				}
 				_ = lead.Resign(context.Background())
@@ -457,12 +457,12 @@ func TestElectionObserveFollowsTerms(t *testing.T) {
 					return
 				}
 				order.Lock()
-				publish(lead.Term(), fmt.Sprint("c", who))
+				publish(lead.Lock().Fence(), fmt.Sprint("c", who))
 				if rng.IntN(3) > 0 {
 					for p := range rng.IntN(3) {
 						v := fmt.Sprint("c", who, "-", p)
 						if assertNoErr(t, lead.Proclaim(ctx, v)) {
-							publish(lead.Term(), v)
+							publish(lead.Lock().Fence(), v)
 						}
 						time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
 					}
@@ -477,7 +477,7 @@ func TestElectionObserveFollowsTerms(t *testing.T) {
 	// The last leader stays: every observer must reach it.
 	final, err := newClient(t, clients).Election(name).Campaign(ctx, "final", 10*time.Second)
 	require.NoError(t, err)
-	publish(final.Term(), "final")
+	publish(final.Lock().Fence(), "final")
 	want := []observed{first}
 	for _, term := range slices.Sorted(maps.Keys(pubs)) {
 		for _, v := range pubs[term] {
@@ -524,7 +524,7 @@ func startObserving(t *testing.T, el *redlock.Election, n int) ([]*observer, obs
 	ctx, cancel := context.WithCancel(context.Background())
 	lead, err := el.Campaign(ctx, "start", 10*time.Second)
 	require.NoError(t, err)
-	first := observed{lead.Term(), "start"}
+	first := observed{lead.Lock().Fence(), "start"}
 	obs := make([]*observer, n)
 	for i := range obs {
 		obs[i] = watch(el.Observe(ctx))
@@ -592,12 +592,12 @@ func leaderships(t *testing.T, rng *rand.Rand, el *redlock.Election, n int, who 
 		v := fmt.Sprint(who, i)
 		lead, err := el.Campaign(ctx, v, 2*time.Second)
 		require.NoError(t, err)
-		out = append(out, observed{lead.Term(), v})
+		out = append(out, observed{lead.Lock().Fence(), v})
 		if rng.IntN(3) > 0 {
 			for p := range rng.IntN(3) {
 				pv := fmt.Sprint(v, "-", p)
 				require.NoError(t, lead.Proclaim(ctx, pv))
-				out = append(out, observed{lead.Term(), pv})
+				out = append(out, observed{lead.Lock().Fence(), pv})
 			}
 		}
 		require.NoError(t, lead.Resign(ctx))
@@ -618,13 +618,13 @@ func TestObserveIgnoresMinorityEntries(t *testing.T) {
 	require.NoError(t, err)
 	// Seq 1 in the leadership's term, on node 0 only: what a Proclaim
 	// that reached one node of three wrote there.
-	require.NoError(t, clients[0].ZAdd(ctx, redlock.ElectionTermsKey(name),
-		redis.Z{Score: float64(lead.Term()), Member: wire.TermMember(lead.Term(), 1, "ghost")}).Err())
+	require.NoError(t, clients[0].ZAdd(ctx, redlock.KeyName("terms", name),
+		redis.Z{Score: float64(lead.Lock().Fence()), Member: wire.TermMember(lead.Lock().Fence(), 1, "ghost")}).Err())
 	require.NoError(t, lead.Proclaim(ctx, "b"))
 	require.NoError(t, lead.Resign(ctx))
 	lead2, err := el.Campaign(ctx, "c", 10*time.Second)
 	require.NoError(t, err)
-	requireSaw(t, obs, []observed{first, {lead.Term(), "a"}, {lead.Term(), "b"}, {lead2.Term(), "c"}}, 0)
+	requireSaw(t, obs, []observed{first, {lead.Lock().Fence(), "a"}, {lead.Lock().Fence(), "b"}, {lead2.Lock().Fence(), "c"}}, 0)
 	require.NoError(t, lead2.Resign(ctx))
 }
 
@@ -690,7 +690,7 @@ func observeAThenB(t *testing.T, el *redlock.Election, history *failScript, read
 	n := history.n.Load()
 	eventually(t, 10*time.Second, func() bool { return history.n.Load() >= n+reads }, "want %d more failed history reads", reads)
 	history.armed.Store(false)
-	requireSaw(t, obs, []observed{first, {lead.Term(), "a"}, {lead.Term(), "b"}}, 0)
+	requireSaw(t, obs, []observed{first, {lead.Lock().Fence(), "a"}, {lead.Lock().Fence(), "b"}}, 0)
 	require.NoError(t, lead.Resign(ctx))
 }
 
@@ -705,27 +705,28 @@ func TestObserveExpiredHistoryNodeDown(t *testing.T) {
 	clients[2].AddHook(history)
 	rl := newClient(t, clients)
 	ctx := context.Background()
-	el := rl.Election(key(t))
+	name := key(t)
+	el := rl.Election(name)
 	lead, err := el.Campaign(ctx, "a", 10*time.Second)
 	require.NoError(t, err)
 	for _, cl := range clients {
-		require.NoError(t, cl.Del(ctx, redlock.ElectionTermsKey(el.Name())).Err())
+		require.NoError(t, cl.Del(ctx, redlock.KeyName("terms", name)).Err())
 	}
 	history.armed.Store(true)
 	octx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	o := watch(el.Observe(octx))
-	a := observed{lead.Term(), "a"}
+	a := observed{lead.Lock().Fence(), "a"}
 	eventually(t, 10*time.Second, func() bool { return slices.Contains(o.get(), a) }, "want the leader read delivered")
 	require.NoError(t, lead.Proclaim(ctx, "b"))
-	b := observed{lead.Term(), "b"}
+	b := observed{lead.Lock().Fence(), "b"}
 	eventually(t, 10*time.Second, func() bool { return slices.Contains(o.get(), b) }, "want b delivered while node 2 does not answer: got %v", o.get())
 	require.Positive(t, history.n.Load())
 	require.NoError(t, lead.Resign(ctx))
 	lead2, err := el.Campaign(ctx, "c", 10*time.Second)
 	require.NoError(t, err)
 	history.armed.Store(false)
-	requireSaw(t, []*observer{o}, []observed{a, b, {lead2.Term(), "c"}}, 0)
+	requireSaw(t, []*observer{o}, []observed{a, b, {lead2.Lock().Fence(), "c"}}, 0)
 	require.NoError(t, lead2.Resign(ctx))
 }
 
@@ -753,7 +754,7 @@ func TestObserveStartNeedsEndedTerms(t *testing.T) {
 	history.armed.Store(false)
 	lead2, err := el.Campaign(ctx, "new", 10*time.Second)
 	require.NoError(t, err)
-	requireSaw(t, []*observer{o}, []observed{{lead2.Term(), "new"}}, 0)
+	requireSaw(t, []*observer{o}, []observed{{lead2.Lock().Fence(), "new"}}, 0)
 	require.NoError(t, lead2.Resign(ctx))
 }
 
@@ -784,7 +785,7 @@ func TestObserveSlowReceiver(t *testing.T) {
 	defer cancel()
 	lead, err := el.Campaign(ctx, "start", 10*time.Second)
 	require.NoError(t, err)
-	first := observed{lead.Term(), "start"}
+	first := observed{lead.Lock().Fence(), "start"}
 	ch := el.Observe(ctx)
 	ld := <-ch
 	require.Equal(t, first, observed{ld.Term, ld.Value})
@@ -895,8 +896,8 @@ func TestElectionTermRisesAcrossRestart(t *testing.T) {
 	for i := range 3 {
 		lead, err := rl.Election(name).Campaign(ctx, "v", 200*time.Millisecond)
 		require.NoError(t, err)
-		require.Greater(t, lead.Term(), last, "round %d", i)
-		last = lead.Term()
+		require.Greater(t, lead.Lock().Fence(), last, "round %d", i)
+		last = lead.Lock().Fence()
 		require.NoError(t, lead.Resign(ctx))
 		require.NoError(t, nodes[0].Restart())
 	}
@@ -1057,7 +1058,7 @@ func TestElectionObserveWithoutPubSub(t *testing.T) {
 		select {
 		case ld := <-ch:
 			require.Equal(t, want, ld.Value)
-			require.Equal(t, lead.Term(), ld.Term)
+			require.Equal(t, lead.Lock().Fence(), ld.Term)
 		case <-time.After(10 * time.Second):
 			t.Fatalf("want %q delivered by polling, got nothing", want)
 		}
@@ -1077,15 +1078,15 @@ func TestResignAfterLossSaysNotHeld(t *testing.T) {
 	lead, err := rl.Election(name).Campaign(ctx, "v", 400*time.Millisecond)
 	require.NoError(t, err)
 	for _, c := range clients {
-		require.NoError(t, c.Del(ctx, redlock.ElectionKey(name)).Err())
+		require.NoError(t, c.Del(ctx, redlock.KeyName("election", name)).Err())
 	}
 	select {
-	case <-lead.Done():
+	case <-lead.Lock().Done():
 	case <-time.After(10 * time.Second):
 		t.Fatal("want Done closed once the leadership's key is gone")
 	}
-	require.ErrorIs(t, lead.Err(), redlock.ErrLockLost)
-	require.LessOrEqual(t, lead.Validity(), time.Duration(0))
+	require.ErrorIs(t, lead.Lock().Err(), redlock.ErrLockLost)
+	require.LessOrEqual(t, lead.Lock().Validity(), time.Duration(0))
 	require.ErrorIs(t, lead.Resign(ctx), redlock.ErrNotHeld)
 	require.ErrorIs(t, lead.Resign(ctx), redlock.ErrNotHeld, "want the same answer again")
 	require.ErrorIs(t, lead.Proclaim(ctx, "w"), redlock.ErrNotHeld)
@@ -1105,7 +1106,7 @@ func TestProclaimDuringExtensions(t *testing.T) {
 		v := fmt.Sprint("v", i+1)
 		err := lead.Proclaim(ctx, v)
 		select {
-		case <-lead.Done():
+		case <-lead.Lock().Done():
 			return // lost to a stalled machine: what ran raced with nothing
 		default:
 		}
@@ -1138,23 +1139,23 @@ func TestLeaderIgnoresFailedProclaim(t *testing.T) {
 	// out on the third node may land there later: wait until every node
 	// has the term, so that the failed Proclaim below meets the state
 	// described.
-	published := fmt.Sprintf("term %d: b", lead.Term())
+	published := fmt.Sprintf("term %d: b", lead.Lock().Fence())
 	eventually(t, 10*time.Second, func() bool {
 		for _, cl := range clients {
-			if !strings.HasSuffix(get(t, cl, redlock.ElectionKey(name)), published) {
+			if !strings.HasSuffix(get(t, cl, redlock.KeyName("election", name)), published) {
 				return false
 			}
 		}
 		return true
 	}, "want every node to hold %q", published)
-	require.NoError(t, clients[2].Del(ctx, redlock.ElectionKey(name), redlock.ElectionTermsKey(name)).Err())
+	require.NoError(t, clients[2].Del(ctx, redlock.KeyName("election", name), redlock.KeyName("terms", name)).Err())
 
 	proclaim.armed.Store(true)
 	require.Error(t, lead.Proclaim(ctx, "a"), "a Proclaim that one node of three took")
 	proclaim.armed.Store(false)
 	ld, err := el.Leader(ctx)
 	require.NoError(t, err)
-	require.Equal(t, redlock.Leader{Value: "b", Term: lead.Term(), Validity: ld.Validity}, ld,
+	require.Equal(t, redlock.Leader{Value: "b", Term: lead.Lock().Fence(), Validity: ld.Validity}, ld,
 		"want the value a quorum holds, not the failed Proclaim's")
 
 	octx, cancel := context.WithCancel(ctx)
@@ -1162,7 +1163,7 @@ func TestLeaderIgnoresFailedProclaim(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-o.closed })
 	eventually(t, 10*time.Second, func() bool { return len(o.get()) > 0 }, "want the leader delivered")
 	require.NoError(t, lead.Proclaim(ctx, "c"))
-	requireSaw(t, []*observer{o}, []observed{{lead.Term(), "b"}, {lead.Term(), "c"}}, 0)
+	requireSaw(t, []*observer{o}, []observed{{lead.Lock().Fence(), "b"}, {lead.Lock().Fence(), "c"}}, 0)
 }
 
 // holdScript is a go-redis hook that holds the commands running one
@@ -1235,7 +1236,8 @@ func TestProclaimWaitsForItsAcquire(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, l.Unlock(ctx))
 
-	el := rl.Election(key(t))
+	name := key(t)
+	el := rl.Election(name)
 	acquire.armed.Store(true)
 	var once sync.Once
 	let := func() { once.Do(func() { close(acquire.release) }) }
@@ -1247,18 +1249,18 @@ func TestProclaimWaitsForItsAcquire(t *testing.T) {
 	acquire.armed.Store(false)
 	let()
 	eventually(t, 10*time.Second, func() bool {
-		return strings.Contains(get(t, clients[2], redlock.ElectionKey(el.Name())), fmt.Sprintf("term %d: v", lead.Term()))
+		return strings.Contains(get(t, clients[2], redlock.KeyName("election", name)), fmt.Sprintf("term %d: v", lead.Lock().Fence()))
 	}, "want node 2 to hold the published term after its acquire")
 
 	require.NoError(t, nodes[1].Kill())
 	ld, err := el.Leader(ctx)
 	require.NoError(t, err, "a leader holds nodes 0 and 2")
 	require.Equal(t, "v", ld.Value)
-	require.Equal(t, lead.Term(), ld.Term)
+	require.Equal(t, lead.Lock().Fence(), ld.Term)
 	octx, cancel := context.WithCancel(ctx)
 	o := watch(el.Observe(octx))
 	t.Cleanup(func() { cancel(); <-o.closed })
-	requireSaw(t, []*observer{o}, []observed{{lead.Term(), "v"}}, 0)
+	requireSaw(t, []*observer{o}, []observed{{lead.Lock().Fence(), "v"}}, 0)
 }
 
 // TestObserveKeepsRepeatedValues pins that Observe places itself at the
@@ -1286,10 +1288,10 @@ func TestObserveKeepsRepeatedValues(t *testing.T) {
 	require.NoError(t, lead.Proclaim(ctx, "b"))
 	require.NoError(t, lead.Proclaim(ctx, "a"))
 	history.armed.Store(false)
-	want := []observed{{lead.Term(), "a"}, {lead.Term(), "b"}, {lead.Term(), "a"}}
+	want := []observed{{lead.Lock().Fence(), "a"}, {lead.Lock().Fence(), "b"}, {lead.Lock().Fence(), "a"}}
 	eventually(t, 10*time.Second, func() bool { return len(o.get()) >= len(want) }, "want %v delivered, got %v", want, o.get())
 	require.NoError(t, lead.Proclaim(ctx, "c")) // a last one, after which nothing else may show
-	want = append(want, observed{lead.Term(), "c"})
+	want = append(want, observed{lead.Lock().Fence(), "c"})
 	eventually(t, 10*time.Second, func() bool { return len(o.get()) >= len(want) }, "want %v delivered", want)
 	require.Equal(t, want, o.get())
 }
@@ -1305,7 +1307,7 @@ func TestCampaignStopsOnForeignHistory(t *testing.T) {
 	ctx := context.Background()
 	name := key(t)
 	for _, cl := range clients[:2] {
-		require.NoError(t, cl.RPush(ctx, redlock.ElectionTermsKey(name), "someone's data").Err())
+		require.NoError(t, cl.RPush(ctx, redlock.KeyName("terms", name), "someone's data").Err())
 	}
 	el := rl.Election(name)
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)

@@ -204,7 +204,7 @@ func ExampleQuorumError() {
 	var qe *redlock.QuorumError
 	if errors.As(err, &qe) {
 		fmt.Println("unreachable:", errors.Is(err, redlock.ErrUnreachable))
-		for _, n := range qe.Failed() {
+		for _, n := range failedNodes(qe) {
 			fmt.Println("node", n.Node+1, n.Status, n.Err)
 		}
 	}
@@ -235,8 +235,8 @@ func ExampleLock_Extend() {
 func ExampleWithObserver() {
 	// Stats counts; a real program adapts Observer to its metrics library
 	// (see docs/observability.md for the metric names).
-	stats := &redlock.Stats{}
-	locker, err := redlock.Dial(nodeURLs, redlock.WithObserver(stats))
+	stats := &stats{}
+	locker, err := redlock.Dial(nodeURLs, redlock.WithObserver(observeWith(stats)))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -336,9 +336,8 @@ func ExampleClient_TryAcquire() {
 	ctx := context.Background()
 
 	// At most 2 exports at once. Every user of the key passes the same
-	// limit. With limit 2 a permit needs SemaphoreQuorum(3, 2) = 3 nodes.
+	// limit. With limit 2 a permit needs floor(2*3/3)+1 = 3 of 3 nodes.
 	const limit = 2
-	fmt.Println("nodes needed:", redlock.SemaphoreQuorum(locker.Nodes(), limit))
 	p1, err := locker.TryAcquire(ctx, "exports", limit, 10*time.Second)
 	if err != nil {
 		fmt.Println("not obtained:", err)
@@ -369,22 +368,6 @@ func ExampleClient_TryAcquire() {
 	// permit taken again after a return
 }
 
-func ExampleSemaphoreQuorum() {
-	// How many of 5 nodes must grant a permit, and how many may then be
-	// down, for each limit. Limit 1 is the ordinary majority.
-	const nodes = 5
-	for limit := 1; limit <= 5; limit++ {
-		q := redlock.SemaphoreQuorum(nodes, limit)
-		fmt.Printf("limit %d: %d of %d nodes, %d may fail\n", limit, q, nodes, nodes-q)
-	}
-	// Output:
-	// limit 1: 3 of 5 nodes, 2 may fail
-	// limit 2: 4 of 5 nodes, 1 may fail
-	// limit 3: 4 of 5 nodes, 1 may fail
-	// limit 4: 5 of 5 nodes, 0 may fail
-	// limit 5: 5 of 5 nodes, 0 may fail
-}
-
 func ExampleMultiLock() {
 	// Clients of its own: this example closes one of them.
 	clients, err := redlock.NewClients(nodeURLs...)
@@ -409,7 +392,7 @@ func ExampleMultiLock() {
 		fmt.Println("not obtained:", err)
 		return
 	}
-	fmt.Println("held on all", locker.Nodes(), "nodes")
+	fmt.Println("held on all", locker.Quorum(), "nodes")
 	printErr("unlock", lock.Unlock(ctx))
 
 	// With one node gone no lock can be won, whatever the others say.
@@ -417,7 +400,7 @@ func ExampleMultiLock() {
 	_, err = locker.TryLock(ctx, "ledger:close", 10*time.Second)
 	var qe *redlock.QuorumError
 	if errors.Is(err, redlock.ErrUnreachable) && errors.As(err, &qe) {
-		for _, n := range qe.Failed() {
+		for _, n := range failedNodes(qe) {
 			fmt.Println("node", n.Node, n.Status)
 		}
 	}
@@ -532,8 +515,12 @@ func ExampleClient_Inspect() {
 	_, err = locker.TryLock(ctx, "job:43", 30*time.Second)
 	var qe *redlock.QuorumError
 	if errors.As(err, &qe) {
-		who, _, _ := qe.Holder()
-		fmt.Println("refused, held by", who)
+		for _, n := range qe.Nodes {
+			if n.Status == "taken" {
+				fmt.Println("refused, held by", n.Holder)
+				break
+			}
+		}
 	}
 	printErr("unlock", l.Unlock(ctx))
 	h, _ = locker.Inspect(ctx, "job:43")
@@ -561,7 +548,7 @@ func ExampleElection_Campaign() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println("leader:", info.Value, "same term:", info.Term == lead.Term())
+	fmt.Println("leader:", info.Value, "same term:", info.Term == lead.Lock().Fence())
 
 	printErr("proclaim", lead.Proclaim(ctx, "host-a:v2"))
 	info, _ = e.Leader(ctx)

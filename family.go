@@ -90,7 +90,7 @@ func splitPath(path string) ([]string, error) {
 
 // newFamily validates what every family call needs and returns the
 // call's configuration.
-func (c *Client) newFamily(f *family, opts []Option) (*config, error) {
+func (c *Client) newFamily(f *family, opts []LockOption) (*config, error) {
 	cfg, err := c.callConfig(opts) // also refuses a nil *Client
 	if err != nil {
 		return nil, err
@@ -108,7 +108,7 @@ func (c *Client) newFamily(f *family, opts []Option) (*config, error) {
 }
 
 // pathFamily builds the family of a folder lock on path.
-func (c *Client) pathFamily(path string, opts []Option) (*family, *config, error) {
+func (c *Client) pathFamily(path string, opts []LockOption) (*family, *config, error) {
 	comps, err := splitPath(path)
 	if err != nil {
 		return nil, nil, err
@@ -125,17 +125,17 @@ func (c *Client) pathFamily(path string, opts []Option) (*family, *config, error
 }
 
 // readFamily builds the family of a read lock on key.
-func (c *Client) readFamily(key string, opts []Option) (*family, *config, error) {
+func (c *Client) readFamily(key string, opts []LockOption) (*family, *config, error) {
 	if key == "" {
 		return nil, nil, invalidf("empty key")
 	}
-	f := &family{kind: kindRead, name: key, keys: []string{key, ReadersKey(key)}, wake: []string{key}}
+	f := &family{kind: kindRead, name: key, keys: []string{key, readersKey(key)}, wake: []string{key}}
 	cfg, err := c.newFamily(f, opts)
 	return f, cfg, err
 }
 
 // permitFamily builds the family of a permit of the semaphore key.
-func (c *Client) permitFamily(key string, limit int, opts []Option) (*family, *config, error) {
+func (c *Client) permitFamily(key string, limit int, opts []LockOption) (*family, *config, error) {
 	switch {
 	case key == "":
 		return nil, nil, invalidf("empty key")
@@ -145,7 +145,7 @@ func (c *Client) permitFamily(key string, limit int, opts []Option) (*family, *c
 	f := &family{kind: kindPermit, name: key, keys: []string{key}, wake: []string{key}, limit: limit,
 		sem: wire.Semaphore{Name: key, Limit: limit}}
 	if c != nil {
-		f.need = max(c.need, SemaphoreQuorum(len(c.nodes), limit))
+		f.need = max(c.need, semaphoreQuorum(len(c.nodes), limit))
 	}
 	cfg, err := c.newFamily(f, opts)
 	return f, cfg, err
@@ -164,13 +164,13 @@ func (c *Client) permitFamily(key string, limit int, opts []Option) (*family, *c
 // clock), so a held descendant is seen at its ancestor without a scan. A
 // lock whose holder vanished stops blocking once its lease expires.
 // On a Redis Cluster node every key of one tree shares a hash slot: the
-// first component is the hash tag (see PathKey).
+// first component is the hash tag (see KeyName("path", path)).
 //
 // The returned *Lock is like TryLock's: Key returns the normalized path.
 // Errors are those of TryLock, and ErrInvalid for an empty path, an
 // empty component ("a//b"), a "." or ".." component, WithFencing, or a
 // tree a sharded node cannot keep in one slot.
-func (c *Client) TryLockPath(ctx context.Context, path string, ttl time.Duration, opts ...Option) (*Lock, error) {
+func (c *Client) TryLockPath(ctx context.Context, path string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	f, cfg, err := c.pathFamily(path, opts)
 	if err != nil {
 		return nil, err
@@ -183,7 +183,7 @@ func (c *Client) TryLockPath(ctx context.Context, path string, ttl time.Duration
 // it wins or ctx is done. A waiter wakes as soon as a lock on the path,
 // an ancestor or a descendant is released (WithHandoff, default on).
 // Errors are those of TryLockPath and Lock.
-func (c *Client) LockPath(ctx context.Context, path string, ttl time.Duration, opts ...Option) (*Lock, error) {
+func (c *Client) LockPath(ctx context.Context, path string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	f, cfg, err := c.pathFamily(path, opts)
 	if err != nil {
 		return nil, err
@@ -215,14 +215,14 @@ func (c *Client) LockPath(ctx context.Context, path string, ttl time.Duration, o
 // holds either the writer's token or the readers' marker, never both:
 // each script checks and sets the key atomically. On each node the lock
 // key holds the value "redlock:readers", expiring with the latest live
-// reader, and ReadersKey(key) records each reader's expiry; a writer's
+// reader, and KeyName("readers", key) records each reader's expiry; a writer's
 // ordinary acquire fails on the marker by itself, so the writer's path
 // does not change.
 //
 // Errors are those of TryLock, and ErrInvalid for an empty key,
-// WithFencing, or a key and ReadersKey(key) that a sharded node cannot
+// WithFencing, or a key and KeyName("readers", key) that a sharded node cannot
 // keep in one slot (give the key a hash tag, e.g. "{doc:7}").
-func (c *Client) TryRLock(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+func (c *Client) TryRLock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	f, cfg, err := c.readFamily(key, opts)
 	if err != nil {
 		return nil, err
@@ -235,7 +235,7 @@ func (c *Client) TryRLock(ctx context.Context, key string, ttl time.Duration, op
 // default on), not when the last reader does: a waiting writer's mark
 // (see TryRLock) then holds it off anyway. Errors are those of TryRLock
 // and Lock.
-func (c *Client) RLock(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+func (c *Client) RLock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	f, cfg, err := c.readFamily(key, opts)
 	if err != nil {
 		return nil, err
@@ -246,7 +246,7 @@ func (c *Client) RLock(ctx context.Context, key string, ttl time.Duration, opts 
 // TryAcquire makes one attempt to take a permit of the counting semaphore
 // key, which admits at most limit holders at once, for ttl. Each node
 // admits at most limit live permits of key, and a permit must be granted
-// by SemaphoreQuorum(nodes, limit) nodes, not a majority (see there). A
+// by floor(limit*N/(limit+1))+1 of the N nodes, not a majority (docs/family.md). A
 // permit whose holder vanished stops counting once its lease expires.
 // Every user of a key must pass the same limit.
 //
@@ -259,7 +259,7 @@ func (c *Client) RLock(ctx context.Context, key string, ttl time.Duration, opts 
 // held), and ErrInvalid for an empty key, limit < 1, WithFencing, or a
 // limit that differs from the one the live permits of key were taken
 // under (Acquire does not retry it).
-func (c *Client) TryAcquire(ctx context.Context, key string, limit int, ttl time.Duration, opts ...Option) (*Lock, error) {
+func (c *Client) TryAcquire(ctx context.Context, key string, limit int, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	f, cfg, err := c.permitFamily(key, limit, opts)
 	if err != nil {
 		return nil, err
@@ -271,7 +271,7 @@ func (c *Client) TryAcquire(ctx context.Context, key string, limit int, ttl time
 // like Lock until it wins or ctx is done; it wakes when a permit is
 // returned (WithHandoff, default on). Errors are those of TryAcquire and
 // Lock.
-func (c *Client) Acquire(ctx context.Context, key string, limit int, ttl time.Duration, opts ...Option) (*Lock, error) {
+func (c *Client) Acquire(ctx context.Context, key string, limit int, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	f, cfg, err := c.permitFamily(key, limit, opts)
 	if err != nil {
 		return nil, err
@@ -279,7 +279,7 @@ func (c *Client) Acquire(ctx context.Context, key string, limit int, ttl time.Du
 	return c.lock(ctx, f.keys, ttl, cfg, f)
 }
 
-// SemaphoreQuorum returns how many of nodes must grant a permit so that a
+// semaphoreQuorum returns how many of nodes must grant a permit so that a
 // semaphore of limit k never has more than k holders: floor(k*N/(k+1)) +
 // 1. It returns 0 when nodes or limit is below 1.
 //
@@ -294,7 +294,7 @@ func (c *Client) Acquire(ctx context.Context, key string, limit int, ttl time.Du
 // granted. For N = 5: limit 1 tolerates 2, limit 2 or 3 tolerates 1,
 // limit 4 or more tolerates none; for N = 3: limit 1 tolerates 1, limit 2
 // or more none.
-func SemaphoreQuorum(nodes, limit int) int {
+func semaphoreQuorum(nodes, limit int) int {
 	if nodes < 1 || limit < 1 {
 		return 0
 	}
@@ -319,7 +319,7 @@ func errLimitMismatch(f *family) error {
 // limitMismatched reports whether a node refused a permit for its limit.
 func limitMismatched(e *QuorumError) bool {
 	for _, r := range e.Nodes {
-		if r.Status == NodeFailed && errors.Is(r.Err, ErrInvalid) {
+		if r.Status == statusFailed && errors.Is(r.Err, ErrInvalid) {
 			return true
 		}
 	}

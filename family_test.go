@@ -81,8 +81,8 @@ func TestPathKeyAndRelease(t *testing.T) {
 	l, err := rl.TryLockPath(ctx, "/"+p+"/x/y/", time.Second)
 	require.NoError(t, err)
 	require.Equal(t, p+"/x/y", l.Key())
-	require.Equal(t, []string{p + "/x/y"}, l.Keys())
-	require.Equal(t, "{"+p+"}/x/y", redlock.PathKey(p+"/x/y"))
+	require.Equal(t, []string{p + "/x/y"}, lockKeys(l))
+	require.Equal(t, "{"+p+"}/x/y", redlock.KeyName("path", p+"/x/y"))
 	require.NoError(t, l.Extend(ctx, 2*time.Second))
 	require.NoError(t, l.Unlock(ctx))
 	for _, path := range []string{p, p + "/x", p + "/x/y", p + "/x/y/z"} {
@@ -110,7 +110,7 @@ func TestPathInvalid(t *testing.T) {
 		require.ErrorIs(t, err, redlock.ErrInvalid, "path %q", p)
 		_, err = rl.LockPath(ctx, p, time.Second)
 		require.ErrorIs(t, err, redlock.ErrInvalid, "path %q", p)
-		require.Empty(t, redlock.PathKey(p))
+		require.Empty(t, redlock.KeyName("path", p))
 	}
 	_, err := rl.TryLockPath(ctx, "a/b", time.Second, redlock.WithFencing())
 	require.ErrorIs(t, err, redlock.ErrInvalid)
@@ -214,32 +214,6 @@ func TestSemaphore(t *testing.T) {
 	}
 	_, err = rl.TryAcquire(ctx, "", 1, time.Second)
 	require.ErrorIs(t, err, redlock.ErrInvalid)
-}
-
-// TestSemaphoreQuorum: the quorum that keeps limit k from admitting k+1
-// holders: floor(kN/(k+1)) + 1.
-func TestSemaphoreQuorum(t *testing.T) {
-	for _, tc := range []struct{ n, k, want int }{
-		{5, 1, 3}, {5, 2, 4}, {5, 3, 4}, {5, 4, 5}, {5, 100, 5},
-		{3, 1, 2}, {3, 2, 3}, {1, 1, 1}, {1, 5, 1}, {7, 2, 5}, {7, 3, 6},
-		{0, 1, 0}, {5, 0, 0}, {-1, 2, 0},
-	} {
-		if got := redlock.SemaphoreQuorum(tc.n, tc.k); got != tc.want {
-			t.Errorf("SemaphoreQuorum(%d, %d): want %d, got %d", tc.n, tc.k, tc.want, got)
-		}
-	}
-	// The bound holds and is tight for every n, k up to 9.
-	for n := 1; n <= 9; n++ {
-		for k := 1; k <= 9; k++ {
-			q := redlock.SemaphoreQuorum(n, k)
-			if (k+1)*q <= k*n {
-				t.Errorf("n=%d k=%d: q=%d lets %d holders fit", n, k, q, k+1)
-			}
-			if q > 1 && (k+1)*(q-1) > k*n {
-				t.Errorf("n=%d k=%d: q=%d is not the smallest safe quorum", n, k, q)
-			}
-		}
-	}
 }
 
 // TestSemaphorePartition is the counter-example to a majority quorum,
@@ -431,7 +405,7 @@ func kindAttempts() []kindAttempt {
 			func(ctx context.Context, rl *redlock.Client, b string) (*redlock.Lock, error) {
 				return rl.Lock(ctx, b, 10*time.Second, redlock.WithFencing())
 			},
-			func(b string) []string { return []string{b, redlock.FenceKey(b)} }},
+			func(b string) []string { return []string{b, redlock.KeyName("fence", b)} }},
 		{"keys",
 			func(ctx context.Context, rl *redlock.Client, b string) (*redlock.Lock, error) {
 				return rl.TryLockKeys(ctx, []string{"{" + b + "}1", "{" + b + "}2"}, 10*time.Second)
@@ -447,7 +421,7 @@ func kindAttempts() []kindAttempt {
 			func(ctx context.Context, rl *redlock.Client, b string) (*redlock.Lock, error) {
 				return rl.RLock(ctx, b, 10*time.Second)
 			},
-			func(b string) []string { return []string{b, redlock.ReadersKey(b)} }},
+			func(b string) []string { return []string{b, redlock.KeyName("readers", b)} }},
 		{"path",
 			func(ctx context.Context, rl *redlock.Client, b string) (*redlock.Lock, error) {
 				return rl.TryLockPath(ctx, path(b), 10*time.Second)
@@ -456,7 +430,7 @@ func kindAttempts() []kindAttempt {
 				return rl.LockPath(ctx, path(b), 10*time.Second)
 			},
 			func(b string) []string {
-				p, parent := redlock.PathKey(path(b)), redlock.PathKey(b+"/x")
+				p, parent := redlock.KeyName("path", path(b)), redlock.KeyName("path", b+"/x")
 				// The holder keys of the path and of an ancestor, and
 				// the intention records of both.
 				return []string{p, parent, p + "/", parent + "/"}
@@ -536,7 +510,7 @@ func requireForeignFailure(t *testing.T, err error, reason error) {
 	require.ErrorAs(t, err, &qe)
 	n := 0
 	for _, r := range qe.Nodes {
-		if r.Status != redlock.NodeFailed {
+		if r.Status != "failed" {
 			continue
 		}
 		var re redis.Error
@@ -604,7 +578,7 @@ func TestOwnKindsAtKeyAreContention(t *testing.T) {
 		}},
 	}
 	forEachKeyValue(t, clients, own, func(t *testing.T, ka kindAttempt, base, at string, o storedValue) {
-		if at == redlock.FenceKey(base) {
+		if at == redlock.KeyName("fence", base) {
 			t.Skip("a fence counter holds a number: FencedSet's and the counter's own tests cover it")
 		}
 		l, err := ka.try(ctx, rl, base)
@@ -636,8 +610,8 @@ func TestForeignValueOnUnlockAndExtend(t *testing.T) {
 		var qe *redlock.QuorumError
 		require.ErrorAs(t, err, &qe)
 		for _, r := range qe.Nodes {
-			if r.Status != redlock.NodePending {
-				require.Contains(t, []redlock.NodeStatus{redlock.NodeTaken, redlock.NodeAbsent}, r.Status, "node %d: %v", r.Node, r)
+			if r.Status != "pending" {
+				require.Contains(t, []string{"taken", "absent"}, r.Status, "node %d: %v", r.Node, r)
 			}
 		}
 		for _, c := range clients {
@@ -801,7 +775,7 @@ func TestFamilyConcurrentExtend(t *testing.T) {
 	for _, tc := range []struct {
 		l        *redlock.Lock
 		set, tok string
-	}{{r, redlock.ReadersKey(k + "-r"), r.Token()}, {p, k + "-s", p.Token()}} {
+	}{{r, redlock.KeyName("readers", k+"-r"), r.Token()}, {p, k + "-s", p.Token()}} {
 		for i := range 150 {
 			var wg sync.WaitGroup
 			for _, ttl := range []time.Duration{10 * time.Second, 300 * time.Millisecond} {
@@ -925,7 +899,7 @@ func TestFamilyOnForeignTypeDeletesNothing(t *testing.T) {
 	k := key(t)
 	for _, c := range clients {
 		require.NoError(t, c.HSet(ctx, k, "f", "v").Err())
-		require.NoError(t, c.HSet(ctx, redlock.ReadersKey(k+"r"), "f", "v").Err())
+		require.NoError(t, c.HSet(ctx, redlock.KeyName("readers", k+"r"), "f", "v").Err())
 		require.NoError(t, c.Set(ctx, k+"s", "plain", time.Minute).Err())
 	}
 	within(t, 5*time.Second, "wrongtype", func() {

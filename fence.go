@@ -10,7 +10,7 @@ import (
 
 // Fencing tokens (WithFencing).
 //
-// Every node keeps, beside each lock key k, a counter FenceKey(k) that
+// Every node keeps, beside each lock key k, a counter fenceKey(k) that
 // never expires and never decreases. A fenced acquisition runs:
 //
 //  1. The acquire round (key/acquire_fenced.lua, under internal/wire/scripts). On a node that grants, the
@@ -79,7 +79,7 @@ func quorumFence(res []NodeResult, fences []int64) (f int64, synced bool) {
 	synced = true
 	first := true
 	for i, r := range res {
-		if r.Status != NodeOK {
+		if r.Status != statusOK {
 			continue
 		}
 		if first {
@@ -150,23 +150,7 @@ func FencedSet(ctx context.Context, c redis.Scripter, key string, fence int64, v
 		return wire.ErrUnexpectedReply(vs)
 	}
 	if vs[0] != 1 {
-		return &StaleFenceError{Key: key, Fence: fence, Seen: vs[1]}
+		return fmt.Errorf("%w: %q refused token %d, has seen %d", ErrStaleFence, key, fence, vs[1])
 	}
 	return nil
 }
-
-// StaleFenceError is FencedSet's error when the resource has already
-// accepted a token at least as high. It matches ErrStaleFence.
-type StaleFenceError struct {
-	Key   string // the resource
-	Fence int64  // the token that was refused
-	Seen  int64  // the highest token the resource has accepted
-}
-
-// Error says which token was refused and which one the resource has seen.
-func (e *StaleFenceError) Error() string {
-	return fmt.Sprintf("%v: %q refused token %d, has seen %d", ErrStaleFence, e.Key, e.Fence, e.Seen)
-}
-
-// Unwrap returns ErrStaleFence.
-func (e *StaleFenceError) Unwrap() error { return ErrStaleFence }

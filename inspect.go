@@ -8,31 +8,6 @@ import (
 	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
-// HoldState is what a quorum of nodes says of a lock: held, free, or
-// unknown.
-type HoldState uint8
-
-const (
-	// HoldUnknown: too few nodes answered to tell held from free.
-	HoldUnknown HoldState = iota
-	// HoldFree: no holder is on a quorum of nodes, and none can be on the
-	// nodes that did not answer.
-	HoldFree
-	// HoldHeld: a holder is on a quorum of nodes.
-	HoldHeld
-)
-
-// String returns "unknown", "free" or "held".
-func (s HoldState) String() string {
-	switch s {
-	case HoldFree:
-		return "free"
-	case HoldHeld:
-		return "held"
-	}
-	return "unknown"
-}
-
 // Holder is one holder of a lock: a key lock's or a path's owner, a
 // reader of a read lock, a semaphore's permit.
 type Holder struct {
@@ -64,7 +39,10 @@ type NodeHolding struct {
 // Holding is what Inspect found: what a quorum of nodes says of a lock,
 // with each node's answer.
 type Holding struct {
-	State HoldState
+	// State is what a quorum of nodes says: "held" (a holder is on a
+	// quorum), "free" (no holder is on a quorum, and none can be on the
+	// nodes that did not answer) or "unknown" (too few nodes answered).
+	State string
 	// Holders are the holders present on a quorum of nodes: one for a
 	// key or a path lock, the readers of a read lock, the permits of a
 	// semaphore. TTL is what a quorum guarantees: the quorum-th largest
@@ -83,6 +61,13 @@ type Holding struct {
 	Nodes []NodeHolding // one entry per node, in the order given to New
 }
 
+// The states of a Holding.
+const (
+	stateHeld    = "held"
+	stateFree    = "free"
+	stateUnknown = "unknown"
+)
+
 // inspectTimeout is how long Inspect waits for a node without
 // WithNodeTimeout: the longest default per-node timeout.
 const inspectTimeout = maxNodeTimeout
@@ -90,9 +75,9 @@ const inspectTimeout = maxNodeTimeout
 // Inspect reports who holds key, as a quorum of nodes sees it, reading
 // every node once and changing nothing. It works for every kind of lock
 // on key: a key lock (TryLock, Lock), a read lock (its readers), a
-// semaphore (its permits) and, given PathKey(path), a path lock. A free
-// key is a result (HoldFree), not an error; so are too few answers
-// (HoldUnknown, with each node's error in Nodes). It never returns a
+// semaphore (its permits) and, given KeyName("path", path), a path lock. A free
+// key is a result (State "free"), not an error; so are too few answers
+// (State "unknown", with each node's error in Nodes). It never returns a
 // holder's token: holders are told apart by an opaque ID.
 //
 // Each node is given the per-node timeout (WithNodeTimeout; default
@@ -103,7 +88,7 @@ const inspectTimeout = maxNodeTimeout
 // Errors: ErrInvalid for a nil *Client, a nil ctx or an empty key;
 // ErrClosed after Close; ctx's error when ctx is done before the nodes
 // answered.
-func (c *Client) Inspect(ctx context.Context, key string, opts ...Option) (*Holding, error) {
+func (c *Client) Inspect(ctx context.Context, key string, opts ...LockOption) (*Holding, error) {
 	if key == "" {
 		return nil, invalidf("empty key")
 	}
@@ -129,7 +114,7 @@ func (c *Client) inspect(ctx context.Context, cfg *config, wk string) (*Holding,
 		timeout = inspectTimeout
 	}
 	start := time.Now()
-	reps, lats, err := c.read(ctx, wire.InspectRequest(len(c.nodes), [3]string{wk, FenceKey(wk), ReadersKey(wk)}), timeout)
+	reps, lats, err := c.read(ctx, wire.InspectRequest(len(c.nodes), [3]string{wk, fenceKey(wk), readersKey(wk)}), timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -151,16 +136,6 @@ func (c *Client) inspect(ctx context.Context, cfg *config, wk string) (*Holding,
 		nodes[i] = h
 	}
 	return summarize(nodes, c.need, time.Since(start)), nil
-}
-
-// Inspect reports who holds key among the MultiLock's nodes, as
-// Client.Inspect does, with every node as the quorum: a lock is held
-// when every node holds it.
-func (m *MultiLock) Inspect(ctx context.Context, key string, opts ...Option) (*Holding, error) {
-	if m == nil {
-		return nil, invalidf("nil *MultiLock")
-	}
-	return m.c.Inspect(ctx, key, opts...)
 }
 
 // summarize decides what a quorum of need nodes says, from every node's
@@ -224,13 +199,13 @@ func summarize(nodes []NodeHolding, need int, elapsed time.Duration) *Holding {
 	}
 	switch {
 	case len(held) > 0:
-		h.State = HoldHeld
+		h.State = stateHeld
 		h.Metadata, h.TTL = h.Holders[0].Metadata, h.Holders[0].TTL
 		h.Fence = by[held[0]].fence
 	case !mayHold:
-		h.State = HoldFree
+		h.State = stateFree
 	default:
-		h.State = HoldUnknown
+		h.State = stateUnknown
 	}
 	return h
 }

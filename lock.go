@@ -89,14 +89,6 @@ func (l *Lock) Key() string {
 	return strings.Join(l.keys, ",")
 }
 
-// Keys returns the locked keys (for a lock of the family, Key alone).
-func (l *Lock) Keys() []string {
-	if l == nil {
-		return nil
-	}
-	return append([]string(nil), l.shownKeys()...)
-}
-
 // shownKeys returns the keys that errors and observer events name: the
 // lock's keys, or its family's name.
 func (l *Lock) shownKeys() []string {
@@ -119,26 +111,6 @@ func (l *Lock) Token() string {
 	return t
 }
 
-// Metadata returns the metadata stored with the lock (WithMetadata), or
-// "".
-func (l *Lock) Metadata() string {
-	if l == nil {
-		return ""
-	}
-	_, m := wire.SplitValue(l.token)
-	return m
-}
-
-// TTL returns the TTL of the last successful acquire or Extend.
-func (l *Lock) TTL() time.Duration {
-	if l == nil {
-		return 0
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.ttl
-}
-
 // Validity returns the time left in which holding the lock is safe,
 // measured on the monotonic clock: ttl - drift from the start of the last
 // won round (acquire or Extend), minus the time since. It is <= 0 once the
@@ -159,16 +131,6 @@ func (l *Lock) Validity() time.Duration {
 	return time.Until(d)
 }
 
-// Deadline returns the monotonic instant at which Validity reaches zero.
-func (l *Lock) Deadline() time.Time {
-	if l == nil {
-		return time.Time{}
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.deadline
-}
-
 // Extend resets the lock's TTL to ttl on every node that still holds its
 // token (compare-and-pexpire), concurrently, and succeeds when a quorum
 // did. On success Validity is recomputed from Extend's own start:
@@ -187,7 +149,7 @@ func (l *Lock) Deadline() time.Time {
 // otherwise a *QuorumError listing every node (reach it with errors.As):
 // matching ctx.Err() when ctx is done before the call, or while the call
 // waited for another extension of the lock to end (nothing is sent,
-// every node is NodePending); matching ErrNotHeld and ErrExpired when
+// every node is "pending"); matching ErrNotHeld and ErrExpired when
 // Validity had already run out (nothing is sent: the lock must be
 // acquired again), and ErrReleased too after Unlock; matching ErrNotHeld
 // and ErrReleased when Unlock started while the extension was in flight

@@ -29,12 +29,13 @@ const (
 	opRelease = wire.OpRelease
 	opFence   = wire.OpFence // the second round of a fenced acquire: see fence.go
 	// A leadership's Proclaim (election.go): a round of its own, which
-	// the Observer does not see.
+	// the observer does not see.
 	opProclaim = wire.OpProclaim
 )
 
-// opOf returns the exported name of o.
-func opOf(o opKind) Op { return Op(o.String()) }
+// opOf returns the name of o in events and errors: "lock", "extend",
+// "unlock", "fence" or "proclaim".
+func opOf(o opKind) string { return o.String() }
 
 // request is what a round sends to every node: its wire form (w), and
 // what the round needs besides.
@@ -104,7 +105,7 @@ type round struct {
 	drift   float64         // the drift factor
 
 	mu       sync.Mutex
-	res      []NodeResult // Status NodePending: no reply yet
+	res      []NodeResult // Status statusPending: no reply yet
 	left     int          // jobs not yet reported
 	ok, bad  int
 	decided  bool
@@ -216,7 +217,7 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 	}
 	if c.first.CompareAndSwap(false, true) {
 		// The client's first round waits for every node's first contact,
-		// so that a server given twice is reported (ErrDuplicateNode)
+		// so that a server given twice is reported ("duplicate node")
 		// before anything is won; later a duplicate is still refused on
 		// its first contact, and never votes twice. A first contact
 		// dials (TCP, TLS, AUTH) and so gets firstContactTimeout if that
@@ -386,10 +387,10 @@ func (rd *round) finish(ctxErr error) outcome {
 	if !rd.decided {
 		rd.decided = true
 		for i := range rd.res {
-			if rd.res[i].Status == NodePending && ctxErr == nil {
-				// Exactly ErrNodeTimeout, unjoined: see below.
-				rd.res[i].Status = NodeFailed
-				rd.res[i].Err = ErrNodeTimeout
+			if rd.res[i].Status == statusPending && ctxErr == nil {
+				// Exactly errNodeTimeout, unjoined: see below.
+				rd.res[i].Status = statusFailed
+				rd.res[i].Err = errNodeTimeout
 				rd.res[i].Latency = time.Since(rd.start)
 			}
 		}
@@ -410,7 +411,7 @@ func (rd *round) finish(ctxErr error) outcome {
 	if op == opAcquire {
 		for i, nd := range c.nodes {
 			// Nodes still in flight (pending, or marked timed out above
-			// with the bare ErrNodeTimeout) are released by report when
+			// with the bare errNodeTimeout) are released by report when
 			// their reply comes: it sees rd.won false from now on. Those
 			// that replied between a win's decision and now (lateOK)
 			// are released here.
@@ -418,9 +419,9 @@ func (rd *round) finish(ctxErr error) outcome {
 			if rd.none.has(i) {
 				continue
 			}
-			if r.Status == NodeOK || (r.Status == NodeFailed && r.Err != ErrNodeTimeout) || rd.late.has(i) {
+			if r.Status == statusOK || (r.Status == statusFailed && r.Err != errNodeTimeout) || rd.late.has(i) {
 				release = append(release, nd)
-				uncertain = append(uncertain, r.Status == NodeFailed)
+				uncertain = append(uncertain, r.Status == statusFailed)
 			}
 		}
 	}
@@ -436,7 +437,7 @@ func (rd *round) finish(ctxErr error) outcome {
 
 // Report records node i's reply and decides the round when it can.
 func (rd *round) Report(i int, r wire.Reply) {
-	st, err := NodeStatus(r.St), r.Err
+	st, err := statusOf(r.St), r.Err
 	lat := time.Since(rd.start)
 	if rd.cfg.obs != nil || rd.cfg.log != nil {
 		// Before the decision, so that the replies that decided a round
@@ -445,7 +446,7 @@ func (rd *round) Report(i int, r wire.Reply) {
 	}
 	if rd.op == opRelease {
 		defer rd.c.flights.Done()
-		if st == NodeFailed {
+		if st == statusFailed {
 			// Retried in the background until the node answers
 			// (retryRelease); deferred: run once rd.mu is released, and
 			// queued before Close can see the release as done.
@@ -459,7 +460,7 @@ func (rd *round) Report(i int, r wire.Reply) {
 		close(rd.settled)
 	}
 	none := r.Unsent || r.Refused
-	if st == NodeFailed && !none && rd.req.floor != nil {
+	if st == statusFailed && !none && rd.req.floor != nil {
 		// The request may still land, later than the next one: see
 		// Lock.floor.
 		lowerFloor(rd.req.floor, rd.ttl)
@@ -468,14 +469,14 @@ func (rd *round) Report(i int, r wire.Reply) {
 		// Our SET may have landed after the round was lost; or, where
 		// the request failed, after the lock it won was released (see
 		// unlocked). A release that fails is retried (retryRelease).
-		grant := rd.op == opAcquire && !none && (st == NodeOK || st == NodeFailed)
-		late := grant && (!rd.won || (st == NodeFailed && rd.req.unlocked != nil && rd.req.unlocked.Load()))
+		grant := rd.op == opAcquire && !none && (st == statusOK || st == statusFailed)
+		late := grant && (!rd.won || (st == statusFailed && rd.req.unlocked != nil && rd.req.unlocked.Load()))
 		if grant && rd.won {
 			rd.late.add(i) // the win may yet be cut short by ctx (runReq)
 		}
 		rd.mu.Unlock()
 		if late {
-			rd.release(rd.c.nodes[i], st == NodeFailed)
+			rd.release(rd.c.nodes[i], st == statusFailed)
 		}
 		return
 	}
@@ -483,7 +484,7 @@ func (rd *round) Report(i int, r wire.Reply) {
 	if none {
 		rd.none.add(i)
 	}
-	if st == NodeOK {
+	if st == statusOK {
 		rd.ok++
 		if rd.fences != nil {
 			rd.fences[i] = r.Fence
@@ -570,11 +571,11 @@ func (rd *round) errorLocked(ctxErr error) *QuorumError {
 	var taken, absent, failed int
 	for _, r := range rd.res {
 		switch r.Status {
-		case NodeTaken:
+		case statusTaken:
 			taken++
-		case NodeAbsent:
+		case statusAbsent:
 			absent++
-		case NodeFailed:
+		case statusFailed:
 			failed++
 		}
 	}
@@ -730,7 +731,7 @@ func (r *readRound) Lost() bool { return false }
 // read sends w (prepared for every node) to every node and returns their
 // replies and latencies as they stand when every node answered, timeout
 // passed, or ctx ended (then with ctx's error): a node still pending
-// is failed with ErrNodeTimeout. Requests still queued or in flight go on
+// is failed with errNodeTimeout. Requests still queued or in flight go on
 // in the nodes' pipes; their replies are dropped.
 func (c *Client) read(ctx context.Context, w *wire.Request, timeout time.Duration) ([]wire.Reply, []time.Duration, error) {
 	n := len(c.nodes)
@@ -779,7 +780,7 @@ func (c *Client) read(ctx context.Context, w *wire.Request, timeout time.Duratio
 	reps, lats := slices.Clone(r.reps), slices.Clone(r.lats)
 	for i := range reps {
 		if reps[i].St == wire.StatusPending {
-			reps[i] = wire.Reply{St: wire.StatusFailed, Err: ErrNodeTimeout}
+			reps[i] = wire.Reply{St: wire.StatusFailed, Err: errNodeTimeout}
 			lats[i] = time.Since(r.start)
 		}
 	}

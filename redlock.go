@@ -82,9 +82,8 @@ type Client struct {
 //
 // New returns an error matching ErrInvalid when nodes is empty, holds a
 // nil client, holds the same client (or the same address and DB) twice
-// (ErrDuplicateNode also matches), an option is out of range, or an
-// option is not New's (WithToken, WithRedisOptions). To build the
-// go-redis clients from URLs, see Dial and NewClients.
+// (its message says "duplicate node"), or an option is out of range. To
+// build the go-redis clients from URLs, see Dial and NewClients.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	return newClient(nodes, 0, opts, false)
 }
@@ -109,12 +108,6 @@ func newClient(clients []redis.UniversalClient, need int, opts []Option, owned b
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
-	if cfg.token != "" {
-		return nil, invalidf("WithToken is a per-call option: a token shared by every lock of a client would let them all pass as one holder")
-	}
-	if cfg.redis != nil && !owned {
-		return nil, invalidf("WithRedisOptions applies to Dial, which builds the go-redis clients")
-	}
 	if need == 0 {
 		need = quorum(len(nodes))
 	}
@@ -137,17 +130,8 @@ func newClient(clients []redis.UniversalClient, need int, opts []Option, owned b
 	return c, nil
 }
 
-// Nodes returns how many nodes the client votes over (0 for a nil
-// *Client).
-func (c *Client) Nodes() int {
-	if c == nil {
-		return 0
-	}
-	return len(c.nodes)
-}
-
 // Quorum returns how many nodes must agree on a lock: N/2+1 (a
-// semaphore permit needs SemaphoreQuorum, and a MultiLock every node); 0
+// semaphore permit needs more (see TryAcquire), and a MultiLock every node); 0
 // for a nil *Client.
 func (c *Client) Quorum() int {
 	if c == nil {
@@ -158,7 +142,7 @@ func (c *Client) Quorum() int {
 
 // callConfig returns the configuration for one call: the client's, or a
 // copy with opts applied.
-func (c *Client) callConfig(opts []Option) (*config, error) {
+func (c *Client) callConfig(opts []LockOption) (*config, error) {
 	if c == nil {
 		return nil, invalidf("nil *Client")
 	}
@@ -166,17 +150,8 @@ func (c *Client) callConfig(opts []Option) (*config, error) {
 		return &c.cfg, nil
 	}
 	cfg := c.cfg
-	if err := cfg.apply(opts); err != nil {
+	if err := cfg.applyCall(opts); err != nil {
 		return nil, err
-	}
-	if cfg.prefix != c.cfg.prefix {
-		return nil, invalidf("WithKeyPrefix applies to a Client (New, NewMultiLock), not to a single call")
-	}
-	if cfg.restartGuard != c.cfg.restartGuard {
-		return nil, invalidf("WithRestartGuard applies to a Client (New, NewMultiLock), not to a single call")
-	}
-	if cfg.redis != c.cfg.redis {
-		return nil, invalidf("WithRedisOptions applies to Dial, not to a single call")
 	}
 	return &cfg, nil
 }
@@ -204,7 +179,7 @@ func (c *Client) callConfig(opts []Option) (*config, error) {
 // ErrUnreachable, as redsync and node-redlock report it. A value that one
 // of our kinds writes (a string: another owner's token; a sorted set: a
 // semaphore's permits) is contention.
-func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	if key == "" {
 		return nil, invalidf("empty key")
 	}
@@ -251,7 +226,7 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 // at the key (see TryLock) alone made lose: more nodes failed with
 // WRONGTYPE than the quorum can spare (ErrUnreachable). A node that is
 // down, or fewer such nodes, are retried.
-func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	if key == "" {
 		return nil, invalidf("empty key")
 	}
@@ -275,7 +250,7 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 	if err := ctx.Err(); err != nil {
 		qe := c.unsentError(opAcquire, l.shownKeys(), ErrNotObtained, err)
 		if cfg.obs != nil {
-			cfg.obs.ObserveRound(RoundEvent{Ctx: ctx, Op: OpLock, Keys: l.shownKeys(), Reason: reasonOf(qe), Start: time.Now(), Nodes: qe.Nodes, Err: qe})
+			cfg.obs(Event{Kind: "round", Ctx: ctx, Op: opLockName, Keys: l.shownKeys(), Reason: reasonOf(qe), Start: time.Now(), Nodes: qe.Nodes, Err: qe})
 		}
 		return nil, qe
 	}
@@ -448,8 +423,9 @@ func (c *Client) pendingReleases() int {
 
 // Dial returns a Client over one go-redis client per URL, each URL one
 // independent Redis master (see New), built by NewClients with settings
-// that make a node that is down fail fast. opts are New's, and
-// WithRedisOptions adjusts the go-redis settings. It does no I/O.
+// that make a node that is down fail fast. opts are New's. It does no
+// I/O. For other go-redis settings (a TLSConfig, a Dialer), build the
+// clients yourself and call New.
 //
 // The Client owns the go-redis clients: its Close closes them, after its
 // own background work. (A Client made by New leaves its clients to the
@@ -462,11 +438,7 @@ func Dial(urls []string, opts ...Option) (*Client, error) {
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
-	var adjust func(*redis.UniversalOptions)
-	if cfg.redis != nil {
-		adjust = cfg.redis.fn
-	}
-	clients, err := newClientsFrom(urls, adjust)
+	clients, err := newClientsFrom(urls, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -497,7 +469,7 @@ func Dial(urls []string, opts ...Option) (*Client, error) {
 // (5, 100ms apart) and no command retries (3, with backoff). The lock's
 // per-node timeout (WithNodeTimeout) bounds every round anyway; go-redis's
 // retries would only keep requests to a dead node running behind it, and
-// a refused connection would show as ErrNodeTimeout rather than as
+// a refused connection would show as a timeout rather than as
 // "connection refused". go-redis still logs each failed dial through its
 // process-wide logger (see redis.SetLogger), once per dial.
 //
@@ -505,7 +477,7 @@ func Dial(urls []string, opts ...Option) (*Client, error) {
 // URLs, an empty URL, a scheme other than those above, a URL go-redis
 // cannot parse or settings it cannot use (a negative pool_size), and the
 // same server, cluster or Sentinel master given twice (also
-// ErrDuplicateNode). Servers reached under two names are caught later,
+// "duplicate node" in its message). Servers reached under two names are caught later,
 // by run_id, as for New.
 func NewClients(urls ...string) ([]redis.UniversalClient, error) {
 	return newClientsFrom(urls, nil)
@@ -526,7 +498,7 @@ func newClientsFrom(urls []string, adjust func(*redis.UniversalOptions)) ([]redi
 			return nil, invalidf("node %d %q: %v", i+1, spec.Shown, err)
 		}
 		if j, dup := seen[spec.ID]; dup {
-			return nil, causef([]error{ErrInvalid, ErrDuplicateNode}, "duplicate node: node %d %q is node %d again (%s)", i+1, spec.Shown, j+1, spec.ID)
+			return nil, causef([]error{ErrInvalid}, "duplicate node: node %d %q is node %d again (%s)", i+1, spec.Shown, j+1, spec.ID)
 		}
 		seen[spec.ID] = i
 		specs[i] = spec
@@ -541,35 +513,6 @@ func newClientsFrom(urls []string, adjust func(*redis.UniversalOptions)) ([]redi
 		clients = append(clients, rc)
 	}
 	return clients, nil
-}
-
-// WithRedisOptions adjusts the go-redis settings of the clients Dial
-// builds: fn is called once per URL with that URL's settings (the fail
-// fast ones of NewClients where the URL left them unset) as
-// redis.UniversalOptions, and what it sets is used: timeouts, pool,
-// TLSConfig, credentials, Dialer, OnConnect, any field the server's,
-// cluster's or Sentinel client's options share with UniversalOptions,
-// and Addrs for the address(es). The kind of client is the URL's. For
-// example, to let go-redis retry commands again:
-//
-//	redlock.WithRedisOptions(func(o *redis.UniversalOptions) { o.MaxRetries = 3 })
-//
-// It applies to Dial only: given to New, NewMultiLock or a call it is
-// refused with ErrInvalid, and so is a nil fn. Default: none.
-func WithRedisOptions(fn func(*redis.UniversalOptions)) Option {
-	return func(c *config) {
-		if fn == nil {
-			c.err = invalidf("nil WithRedisOptions func")
-			return
-		}
-		c.redis = &redisAdjust{fn: fn}
-	}
-}
-
-// redisAdjust is WithRedisOptions' fn, behind a pointer so that a call's
-// options can be told from the Client's.
-type redisAdjust struct {
-	fn func(*redis.UniversalOptions)
 }
 
 // closeClients closes go-redis clients, ignoring their errors: a

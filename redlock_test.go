@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seed543a70bd/redlock"
+	"github.com/seed543a70bd/redlock/internal/node"
 	"github.com/seed543a70bd/redlock/internal/redisnode"
 	"github.com/seed543a70bd/redlock/internal/redistest"
 	"github.com/stretchr/testify/assert"
@@ -42,9 +43,9 @@ func TestKilledNodeWhileHeld(t *testing.T) {
 	require.Zero(t, qe.OK)
 	for i, r := range qe.Nodes {
 		if i < 2 { // killed: failed, or not yet failed when contention decided
-			require.Contains(t, []redlock.NodeStatus{redlock.NodeFailed, redlock.NodePending}, r.Status, "%v", r)
+			require.Contains(t, []string{"failed", "pending"}, r.Status, "%v", r)
 		} else {
-			require.Contains(t, []redlock.NodeStatus{redlock.NodeTaken, redlock.NodePending}, r.Status, "%v", r)
+			require.Contains(t, []string{"taken", "pending"}, r.Status, "%v", r)
 		}
 		require.Equal(t, nodes[i].Addr(), r.Addr)
 	}
@@ -526,13 +527,16 @@ func connsNamed(t *testing.T, c redis.UniversalClient, name string) int {
 }
 
 // TestDialLocksAndCloseClosesClients: a Client made by Dial locks and
-// unlocks on real nodes, WithRedisOptions reaches its go-redis clients,
-// and its Close closes them.
+// unlocks on real nodes, a URL's settings reach its go-redis clients, and
+// its Close closes them.
 func TestDialLocksAndCloseClosesClients(t *testing.T) {
 	nodes, direct := cluster(t, 3)
 	name := fmt.Sprintf("dial-test-%d", time.Now().UnixNano())
-	c, err := redlock.Dial(urlsOf(nodes[0].Addr(), nodes[1].Addr(), nodes[2].Addr()),
-		redlock.WithRedisOptions(func(o *redis.UniversalOptions) { o.ClientName = name }))
+	urls := urlsOf(nodes[0].Addr(), nodes[1].Addr(), nodes[2].Addr())
+	for i := range urls {
+		urls[i] += "?client_name=" + name
+	}
+	c, err := redlock.Dial(urls)
 	require.NoError(t, err)
 	ctx := context.Background()
 	k := key(t)
@@ -540,7 +544,7 @@ func TestDialLocksAndCloseClosesClients(t *testing.T) {
 	require.NoError(t, err)
 	for i, d := range direct {
 		require.Equal(t, l.Token(), get(t, d, k), "node %d", i+1)
-		require.Positive(t, connsNamed(t, d, name), "node %d: want the Dial's connections named by WithRedisOptions", i+1)
+		require.Positive(t, connsNamed(t, d, name), "node %d: want the Dial's connections named by the URL", i+1)
 	}
 	require.NoError(t, l.Unlock(ctx))
 	require.NoError(t, c.Close())
@@ -601,8 +605,8 @@ func TestDialRefusedNodeSaysConnectionRefused(t *testing.T) {
 		var qe *redlock.QuorumError
 		require.ErrorAs(t, err, &qe)
 		for _, n := range qe.Nodes[1:] {
-			require.Equal(t, redlock.NodeFailed, n.Status, "%v", err)
-			require.NotErrorIs(t, n.Err, redlock.ErrNodeTimeout, "want the dial's error, got %v", err)
+			require.Equal(t, "failed", n.Status, "%v", err)
+			require.NotErrorIs(t, n.Err, node.ErrNodeTimeout, "want the dial's error, got %v", err)
 			require.Contains(t, n.Err.Error(), "connection refused", "%v", err)
 		}
 	}
@@ -636,32 +640,16 @@ func TestDialRejectsBadInput(t *testing.T) {
 			}
 			require.NotContains(t, err.Error(), "pw@")
 			if strings.HasPrefix(tc.name, "duplicate") {
-				require.ErrorIs(t, err, redlock.ErrDuplicateNode)
+				require.ErrorIs(t, err, redlock.ErrInvalid)
 			}
 			_, err = redlock.NewClients(tc.urls...)
 			require.ErrorIs(t, err, redlock.ErrInvalid)
 		})
 	}
 
-	adjust := redlock.WithRedisOptions(func(*redis.UniversalOptions) {})
-	_, err := redlock.Dial([]string{"redis://a:1"}, redlock.WithRedisOptions(nil))
-	require.ErrorIs(t, err, redlock.ErrInvalid, "nil fn")
-	_, err = redlock.Dial([]string{"redis://a:1"}, redlock.WithRedisOptions(func(o *redis.UniversalOptions) { o.PoolSize = -1 }))
-	require.ErrorIs(t, err, redlock.ErrInvalid, "an adjustment go-redis cannot use")
-	_, err = redlock.Dial([]string{"redis://a:1"}, redlock.WithDriftFactor(2))
+	_, err := redlock.Dial([]string{"redis://a:1"}, redlock.WithDriftFactor(2))
 	require.ErrorIs(t, err, redlock.ErrInvalid, "New's options are checked")
 
-	nodes := redistest.Nodes(t, 1)
-	clients := redistest.Clients(t, nodes)
-	_, err = redlock.New(clients, adjust)
-	require.ErrorIs(t, err, redlock.ErrInvalid, "WithRedisOptions given to New")
-	_, err = redlock.NewMultiLock(clients, adjust)
-	require.ErrorIs(t, err, redlock.ErrInvalid, "WithRedisOptions given to NewMultiLock")
-	c, err := redlock.Dial(urlsOf(nodes[0].Addr()), adjust)
-	require.NoError(t, err)
-	defer c.Close()
-	_, err = c.TryLock(context.Background(), key(t), time.Second, adjust)
-	require.ErrorIs(t, err, redlock.ErrInvalid, "WithRedisOptions given to a call")
 }
 
 // TestNewClientsForNew: NewClients' clients work with New, whose Close
@@ -720,7 +708,7 @@ func FuzzURL(f *testing.F) {
 			t.Fatalf("New(%q): want a client, got %v", u, err)
 		}
 		_, err = redlock.New([]redis.UniversalClient{c1, c2})
-		if !errors.Is(err, redlock.ErrDuplicateNode) || !errors.Is(err, redlock.ErrInvalid) {
+		if !errors.Is(err, redlock.ErrInvalid) || !errors.Is(err, redlock.ErrInvalid) {
 			t.Fatalf("New(%q twice): want ErrDuplicateNode and ErrInvalid, got %v", u, err)
 		}
 	})

@@ -281,7 +281,7 @@ func failedBeyondQuorum(err error, is func(error) bool) bool {
 	}
 	n := 0
 	for _, r := range qe.Nodes {
-		if r.Status == NodeFailed && r.Err != nil && is(r.Err) {
+		if r.Status == statusFailed && r.Err != nil && is(r.Err) {
 			n++
 		}
 	}

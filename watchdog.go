@@ -206,7 +206,7 @@ func (l *Lock) Err() error {
 // the release on every node, cannot outlive it). An Extend of the
 // caller's waits for one in flight, or until its own ctx is done (see
 // Extend). Errors:
-// ErrInvalid for a nil *Lock or ctx; ErrAlreadyExtending while an
+// ErrInvalid for a nil *Lock or ctx; ErrInvalid too while an
 // earlier AutoExtend's ctx is not done (of two calls at once, one wins);
 // ErrHoldLimit once a hold limit stopped the extensions; ErrClosed after
 // the Client's Close (the lock then lives out its validity); or Err() when
@@ -233,7 +233,7 @@ func (l *Lock) AutoExtend(ctx context.Context) error {
 	}
 	if old := w.ent; old != nil {
 		if old.ctx.Err() == nil {
-			return ErrAlreadyExtending
+			return errAlreadyExtending
 		}
 		// Its ctx is done, and its AfterFunc may not have run yet (it
 		// runs on a goroutine of its own): retire the entry here, so
@@ -287,9 +287,9 @@ func definiteLoss(qe *QuorumError) error {
 	var taken, absent int
 	for _, n := range qe.Nodes {
 		switch n.Status {
-		case NodeTaken:
+		case statusTaken:
 			taken++
-		case NodeAbsent:
+		case statusAbsent:
 			absent++
 		}
 	}
@@ -312,7 +312,7 @@ func definiteLoss(qe *QuorumError) error {
 
 // loseLocked ends the lock as lost with err, at once: Validity falls to
 // <= 0 (the deadline to now, unless it was already behind), and Done
-// closes, so that Validity, Deadline, Done and Err agree. l.mu must be
+// closes, so that Validity, Done and Err agree. l.mu must be
 // held.
 func (l *Lock) loseLocked(err error) {
 	if now := time.Now(); now.Before(l.deadline) {
@@ -355,7 +355,7 @@ func (l *Lock) stopWatch(err error) {
 // as after a return (the release is detached from ctx and waits for
 // its nodes at least 250ms), stops the extension, and lets the panic go on to the
 // caller unchanged: a panicking fn never leaves the lock held.
-func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...Option) error {
+func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...LockOption) error {
 	if fn == nil {
 		return invalidf("nil fn")
 	}

@@ -34,7 +34,7 @@ func newHarness(t *testing.T, n int, opts ...redlock.Option) *harness {
 	t.Helper()
 	h := newObserver(t)
 	nodes := redistest.Nodes(t, n)
-	locker, err := redlock.New(redistest.Clients(t, nodes), append([]redlock.Option{redlock.WithObserver(h.obs)}, opts...)...)
+	locker, err := redlock.New(redistest.Clients(t, nodes), append([]redlock.Option{redlock.WithObserver(h.obs.Observe)}, opts...)...)
 	if err != nil {
 		t.Fatalf("redlock.New: want no error, got %v", err)
 	}
