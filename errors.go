@@ -344,3 +344,53 @@ func (rd *round) resultError(reasons ...error) *QuorumError {
 // AutoExtend, whose ctx is not done yet, already extends: a misuse, so it
 // matches ErrInvalid.
 var errAlreadyExtending = invalidf("auto-extension already running")
+
+// errorLocked builds the error of a lost round. rd.mu must be held.
+func (rd *round) errorLocked(ctxErr error) *QuorumError {
+	e := &QuorumError{
+		Op: opOf(rd.op), Keys: rd.keys, Quorum: rd.need, OK: rd.ok,
+		Nodes: append([]NodeResult(nil), rd.res...),
+	}
+	switch {
+	case rd.op == opAcquire || rd.op == opFence:
+		e.reasons = append(e.reasons, ErrNotObtained)
+	case ctxErr == nil:
+		// A cancelled Extend proves nothing about the lock; anything else
+		// that missed its quorum cannot show the lock is held.
+		e.reasons = append(e.reasons, ErrNotHeld)
+	}
+	if ctxErr != nil {
+		e.reasons = append(e.reasons, ctxErr)
+		return e
+	}
+	if rd.expired {
+		e.reasons = append(e.reasons, ErrExpired)
+		return e
+	}
+	var taken, absent, failed int
+	for _, r := range rd.res {
+		switch r.Status {
+		case statusTaken:
+			taken++
+		case statusAbsent:
+			absent++
+		case statusFailed:
+			failed++
+		}
+	}
+	limit := len(rd.res) - rd.need // the most nodes that may say no
+	switch {
+	case taken+absent > limit:
+		if taken > 0 && (rd.op == opAcquire || rd.op == opFence) {
+			e.reasons = append(e.reasons, ErrContended)
+		}
+	case failed > limit:
+		e.reasons = append(e.reasons, ErrUnreachable)
+	default:
+		if taken > 0 && (rd.op == opAcquire || rd.op == opFence) {
+			e.reasons = append(e.reasons, ErrContended)
+		}
+		e.reasons = append(e.reasons, ErrUnreachable)
+	}
+	return e
+}

@@ -179,27 +179,6 @@ func releaseChannel(key string) string { return releasePrefix + key }
 // slotCount is the number of hash slots of a Redis Cluster.
 const slotCount = 16384
 
-// validKeys checks the keys of a multi-key call and returns a copy, so that
-// the caller may reuse its slice while the lock is held. Duplicates are
-// refused: the scripts would count a duplicated key twice, and Unlock
-// would find it already deleted and report the lock as not held.
-func validKeys(keys []string) ([]string, error) {
-	if len(keys) == 0 {
-		return nil, invalidf("no keys")
-	}
-	seen := make(map[string]int, len(keys))
-	for i, k := range keys {
-		if k == "" {
-			return nil, invalidf("empty key at index %d", i)
-		}
-		if j, dup := seen[k]; dup {
-			return nil, invalidf("duplicate key %q at indexes %d and %d", k, j, i)
-		}
-		seen[k] = i
-	}
-	return append([]string(nil), keys...), nil
-}
-
 // sharding is how a node spreads keys over servers. A multi-key script
 // call runs on the server of its first key, so on a sharded node every
 // key must live there too. Larger values are stricter.

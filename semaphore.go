@@ -1,0 +1,78 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/seed543a70bd/redlock/internal/wire"
+)
+
+// permitFamily builds the family of a permit of the semaphore key.
+func (c *Client) permitFamily(key string, limit int, opts []LockOption) (*family, *config, error) {
+	switch {
+	case key == "":
+		return nil, nil, invalidf("empty key")
+	case limit < 1:
+		return nil, nil, invalidf("semaphore limit %d is not positive", limit)
+	}
+	f := &family{kind: kindPermit, name: key, keys: []string{key}, wake: []string{key}, limit: limit,
+		sem: wire.Semaphore{Name: key, Limit: limit}}
+	if c != nil {
+		f.need = max(c.need, semaphoreQuorum(len(c.nodes), limit))
+	}
+	cfg, err := c.newFamily(f, opts)
+	return f, cfg, err
+}
+
+// TryAcquire makes one attempt to take a permit of the counting semaphore
+// key, which admits at most limit holders at once, for ttl. Each node
+// admits at most limit live permits of key, and a permit must be granted
+// by floor(limit*N/(limit+1))+1 of the N nodes, not a majority (docs/family.md). A
+// permit whose holder vanished stops counting once its lease expires.
+// Every user of a key must pass the same limit.
+//
+// The returned *Lock is the permit: Unlock returns it, Extend and
+// AutoExtend keep it. The semaphore is a sorted set at key on each node
+// (token to expiry on the node's clock, and a member recording the
+// limit); use a key of its own.
+//
+// Errors are those of TryLock (ErrContended when limit permits are
+// held), and ErrInvalid for an empty key, limit < 1, WithFencing, or a
+// limit that differs from the one the live permits of key were taken
+// under (Acquire does not retry it).
+func (c *Client) TryAcquire(ctx context.Context, key string, limit int, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	f, cfg, err := c.permitFamily(key, limit, opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.tryFamily(ctx, f, ttl, cfg)
+}
+
+// Acquire takes a permit of the semaphore key like TryAcquire, retrying
+// like Lock until it wins or ctx is done; it wakes when a permit is
+// returned (WithHandoff, default on). Errors are those of TryAcquire and
+// Lock.
+func (c *Client) Acquire(ctx context.Context, key string, limit int, ttl time.Duration, opts ...LockOption) (*Lock, error) {
+	f, cfg, err := c.permitFamily(key, limit, opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.lock(ctx, f.keys, ttl, cfg, f)
+}
+
+// errLimitMismatch is the node error of a permit refused because the
+// semaphore's live permits were taken under another limit.
+func errLimitMismatch(f *family) error {
+	return wire.LimitMismatch(f.name, f.limit)
+}
+
+// limitMismatched reports whether a node refused a permit for its limit.
+func limitMismatched(e *QuorumError) bool {
+	for _, r := range e.Nodes {
+		if r.Status == statusFailed && errors.Is(r.Err, ErrInvalid) {
+			return true
+		}
+	}
+	return false
+}
