@@ -15,7 +15,7 @@ import (
 // lock lives out its validity (less the loss margin) before its watch
 // ends with ErrHoldLimit.
 // n is how many extensions auto-extension won for the lock (watch.autoN).
-func (c *Client) limitReached(e *entry, n int) bool {
+func limitReached(c *Client, e *entry, n int) bool {
 	l := e.l
 	if (l.cfg.maxExtensions == 0 || n < l.cfg.maxExtensions) &&
 		(l.cfg.maxHold == 0 || time.Since(l.acquired)+e.ttl <= l.cfg.maxHold) {
@@ -35,7 +35,7 @@ func (c *Client) limitReached(e *entry, n int) bool {
 // as the extension loop of AutoExtend describes: the next extension at
 // TTL/2 left (earlier under backlog), a retry after a jittered delay
 // while validity lasts, or the end of a lock proven lost.
-func (c *Client) extended(e *entry, err error) {
+func extended(c *Client, e *entry, err error) {
 	l := e.l
 	s := &c.sched
 	var lost error
@@ -96,7 +96,7 @@ type batchItem struct {
 // extendTick extends the entries of tk (closest deadline first): it
 // starts a round per lock, sends the batches to every node, and hands
 // the rounds to collectTick. late is how late the tick started.
-func (c *Client) extendTick(tk *tick, es []*entry, late time.Duration) {
+func extendTick(c *Client, tk *tick, es []*entry, late time.Duration) {
 	start := time.Now()
 	s := &c.sched
 	// One look at the scheduler's state for the whole tick.
@@ -120,7 +120,7 @@ func (c *Client) extendTick(tk *tick, es []*entry, late time.Duration) {
 	res := make([]NodeResult, len(es)*n)
 	for k, e := range es {
 		l := e.l
-		if ns[k] < 0 || c.limitReached(e, ns[k]) {
+		if ns[k] < 0 || limitReached(c, e, ns[k]) {
 			continue
 		}
 		if !l.extMu.TryLock() {
@@ -143,13 +143,13 @@ func (c *Client) extendTick(tk *tick, es []*entry, late time.Duration) {
 		l.mu.Unlock()
 		if err := l.unsentExtend(left, released); err != nil {
 			l.unlockExt()
-			c.extended(e, err)
+			extended(c, e, err)
 			continue
 		}
 		req := &reqs[k]
 		*req = request{w: wire.Request{Op: opExtend, Token: l.token, TTL: e.ttl}, keys: l.keys, fam: l.fam, floor: &l.floor, prefix: c.cfg.prefix}
 		rd := &rds[k]
-		c.initRound(rd, e.ctx, req, l.cfg, res[k*n:(k+1)*n:(k+1)*n], start)
+		initRound(c, rd, e.ctx, req, l.cfg, res[k*n:(k+1)*n:(k+1)*n], start)
 		rd.tick = tk
 		it := &slab[k]
 		*it = batchItem{e: e, rd: rd, lock: wire.BatchLock{
@@ -198,7 +198,7 @@ func (c *Client) extendTick(tk *tick, es []*entry, late time.Duration) {
 			nd.Submit(node.Job{B: b, I: nd.Idx, Ctx: context.Background(), Timeout: b.Timeout})
 		}
 	}
-	go c.collectTick(tk, items)
+	go collectTick(c, tk, items)
 }
 
 // chunkBatches splits items, in order, into batches of at most
@@ -263,7 +263,7 @@ func batchWait(timeout, ttl time.Duration) time.Duration { return max(timeout, t
 // schedules what comes next, once every round of the tick is decided or
 // an item's limit (the lock's expiry: a round that has not won by then
 // cannot save the lock) has passed, closest deadline first.
-func (c *Client) collectTick(tk *tick, items []*batchItem) {
+func collectTick(c *Client, tk *tick, items []*batchItem) {
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	// A copy: the batches' item lists share items' array.
@@ -298,7 +298,7 @@ func (c *Client) collectTick(tk *tick, items []*batchItem) {
 			}
 			err := l.endExtend(out, it.e.ttl)
 			l.unlockExt()
-			c.extended(it.e, err)
+			extended(c, it.e, err)
 		}
 		pending = kept
 	}

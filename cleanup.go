@@ -48,16 +48,16 @@ func (rd *round) release(nd *node.Node, uncertain bool) {
 	start := time.Now()
 	req := &request{w: wire.Request{Op: opRelease, Token: rd.token, TTL: rd.ttl}, keys: rd.req.keys, prefix: rd.req.prefix, fam: rd.req.fam, userToken: rd.req.userToken}
 	rd.c.flights.Add(1)
-	r := rd.c.exec(ctx, nd, req)
+	r := exec(ctx, rd.c, nd, req)
 	rd.c.flights.Done()
 	if rd.cfg.obs != nil || rd.cfg.log != nil {
 		rd.observeCleanup(nd, r, time.Since(start))
 	}
 	switch {
 	case r.St == wire.StatusFailed:
-		rd.c.retryRelease(nd, req, rd.ttl, r.Err, 0)
+		retryRelease(rd.c, nd, req, rd.ttl, r.Err, 0)
 	case uncertain && r.St != wire.StatusOK:
-		rd.c.retryRelease(nd, req, rd.ttl, nil, node.RetryRecheck)
+		retryRelease(rd.c, nd, req, rd.ttl, nil, node.RetryRecheck)
 	}
 }
 
@@ -69,7 +69,7 @@ func (rd *round) release(nd *node.Node, uncertain bool) {
 // a closed go-redis client are dropped, and so are those of a token
 // given with WithToken, which a later lock may reuse: a retry sent after
 // it would delete that lock's key.
-func (c *Client) retryRelease(nd *node.Node, req *request, ttl time.Duration, err error, recheck time.Duration) {
+func retryRelease(c *Client, nd *node.Node, req *request, ttl time.Duration, err error, recheck time.Duration) {
 	if errors.Is(err, redis.ErrClosed) || req.userToken {
 		return
 	}

@@ -320,10 +320,10 @@ func showMeta(m string) string {
 
 // unsentError is the error of a call that failed before sending anything:
 // every node is listed, statusPending.
-func (c *Client) unsentError(op opKind, keys []string, reasons ...error) *QuorumError {
+func unsentError(c *Client, op opKind, keys []string, reasons ...error) *QuorumError {
 	e := &QuorumError{Op: opOf(op), Keys: keys, Quorum: c.need, Nodes: make([]NodeResult, len(c.nodes)), reasons: reasons}
 	for i, nd := range c.nodes {
-		e.Nodes[i] = NodeResult{Node: i, Addr: nd.Addr}
+		e.Nodes[i] = NodeResult{Node: i, Addr: nd.Addr, Status: statusPending}
 	}
 	return e
 }

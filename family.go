@@ -69,7 +69,7 @@ type family struct {
 
 // newFamily validates what every family call needs and returns the
 // call's configuration.
-func (c *Client) newFamily(f *family, opts []LockOption) (*config, error) {
+func newFamily(c *Client, f *family, opts []LockOption) (*config, error) {
 	cfg, err := c.callConfig(opts) // also refuses a nil *Client
 	if err != nil {
 		return nil, err
@@ -87,7 +87,7 @@ func (c *Client) newFamily(f *family, opts []LockOption) (*config, error) {
 }
 
 // tryFamily is one attempt at a family lock.
-func (c *Client) tryFamily(ctx context.Context, f *family, ttl time.Duration, cfg *config) (*Lock, error) {
+func tryFamily(ctx context.Context, c *Client, f *family, ttl time.Duration, cfg *config) (*Lock, error) {
 	token, err := cfg.newToken()
 	if err != nil {
 		return nil, err

@@ -97,13 +97,13 @@ func quorumFence(res []NodeResult, fences []int64) (f int64, synced bool) {
 // fenceLock completes a won fenced acquisition: it runs the raise round
 // when the winning quorum's counters differ, and sets l.fence. On failure
 // the lock is released and the error matches ErrNotObtained.
-func (c *Client) fenceLock(ctx context.Context, l *Lock, out outcome, cfg *config) error {
+func fenceLock(ctx context.Context, c *Client, l *Lock, out outcome, cfg *config) error {
 	if out.fence <= 0 {
 		_ = l.Unlock(context.WithoutCancel(ctx))
 		return out.rd.resultError(ErrNotObtained, wire.ErrUnexpectedReply(out.fence))
 	}
 	if !out.fenceSynced {
-		fo := c.runReq(ctx, &request{
+		fo := runReq(ctx, c, &request{
 			w:    wire.Request{Op: opFence, Token: l.token, TTL: l.ttl, Fence: out.fence},
 			keys: l.keys, origin: out.start,
 		}, cfg)

@@ -597,6 +597,9 @@ func (s *stats) Snapshot() statsSnapshot {
 
 // failedNodes returns the results of qe's nodes whose request failed.
 func failedNodes(qe *redlock.QuorumError) []redlock.NodeResult {
+	if qe == nil {
+		return nil
+	}
 	var out []redlock.NodeResult
 	for _, n := range qe.Nodes {
 		if n.Status == "failed" {

@@ -114,7 +114,7 @@ func (c *Client) inspect(ctx context.Context, cfg *config, wk string) (*Holding,
 		timeout = inspectTimeout
 	}
 	start := time.Now()
-	reps, lats, err := c.read(ctx, wire.InspectRequest(len(c.nodes), [3]string{wk, fenceKey(wk), readersKey(wk)}), timeout)
+	reps, lats, err := readAll(ctx, c, wire.InspectRequest(len(c.nodes), [3]string{wk, fenceKey(wk), readersKey(wk)}), timeout)
 	if err != nil {
 		return nil, err
 	}

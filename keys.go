@@ -206,8 +206,8 @@ func shardingOf(c redis.UniversalClient) sharding {
 	return shardNone
 }
 
-// sharding returns the strictest sharding among the client's nodes.
-func (c *Client) sharding() sharding {
+// clientSharding returns the strictest sharding among the client's nodes.
+func clientSharding(c *Client) sharding {
 	s := shardNone
 	for _, n := range c.nodes {
 		s = max(s, shardingOf(n.C))
@@ -219,7 +219,7 @@ func (c *Client) sharding() sharding {
 // can take keys, as stored (with the key prefix) and, with fencing, with
 // their fence counters, in one call. A single key without fencing always
 // can.
-func (c *Client) checkSharded(keys []string, cfg *config) error {
+func checkSharded(c *Client, keys []string, cfg *config) error {
 	if c.shard == shardNone || (len(keys) == 1 && !cfg.fencing) {
 		return nil
 	}

@@ -87,7 +87,7 @@ func (ld *Leadership) Proclaim(ctx context.Context, value string) error {
 	resigned := ld.resigned
 	ld.mu.Unlock()
 	if resigned {
-		return ld.e.c.unsentError(opProclaim, ld.l.shownKeys(), ErrNotHeld)
+		return unsentError(ld.e.c, opProclaim, ld.l.shownKeys(), ErrNotHeld)
 	}
 	return ld.proclaim(ctx, value)
 }
@@ -101,7 +101,7 @@ func (ld *Leadership) proclaim(ctx context.Context, value string) error {
 	defer ld.pmu.Unlock()
 	c, l := ld.e.c, ld.l
 	if l.Validity() <= 0 {
-		return c.unsentError(opProclaim, l.shownKeys(), ErrNotHeld)
+		return unsentError(c, opProclaim, l.shownKeys(), ErrNotHeld)
 	}
 	wk := c.cfg.prefix + l.keys[0]
 	ch := c.cfg.prefix + releaseChannel(l.keys[0])
@@ -122,7 +122,7 @@ func (ld *Leadership) proclaim(ctx context.Context, value string) error {
 	}
 	req := &request{w: *p.Request(len(c.nodes), l.token), keys: l.keys}
 	req.w.TTL = ttl // the round's per-node timeout is the leadership's
-	out := c.runReq(ctx, req, l.cfg)
+	out := runReq(ctx, c, req, l.cfg)
 	if !out.won {
 		return out.err
 	}

@@ -183,18 +183,18 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return l.c.unsentError(opExtend, l.shownKeys(), err)
+		return unsentError(l.c, opExtend, l.shownKeys(), err)
 	}
 	if err := l.lockExt(ctx); err != nil {
 		// ctx ended while an extension in flight held the lock's
 		// rounds: nothing was sent.
-		return l.c.unsentError(opExtend, l.shownKeys(), err)
+		return unsentError(l.c, opExtend, l.shownKeys(), err)
 	}
 	defer l.unlockExt()
 	if err := l.startExtend(ttl); err != nil {
 		return err
 	}
-	return l.endExtend(l.c.run(ctx, opExtend, l, ttl), ttl)
+	return l.endExtend(runRound(ctx, l.c, opExtend, l, ttl), ttl)
 }
 
 // lockExt takes l.extMu, waiting for the extension that holds it (the
@@ -271,9 +271,9 @@ func (l *Lock) startExtendLocked(now time.Time, ttl time.Duration) (left time.Du
 func (l *Lock) unsentExtend(left time.Duration, released bool) error {
 	switch {
 	case released:
-		return l.c.unsentError(opExtend, l.shownKeys(), ErrNotHeld, ErrExpired, ErrReleased)
+		return unsentError(l.c, opExtend, l.shownKeys(), ErrNotHeld, ErrExpired, ErrReleased)
 	case left <= 0:
-		return l.c.unsentError(opExtend, l.shownKeys(), ErrNotHeld, ErrExpired)
+		return unsentError(l.c, opExtend, l.shownKeys(), ErrNotHeld, ErrExpired)
 	}
 	return nil
 }
@@ -352,7 +352,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	l.deadline = time.Time{}    // released: no validity left
 	l.mu.Unlock()
 	l.unlocked.Store(true)
-	out := l.c.run(ctx, opRelease, l, ttl)
+	out := runRound(ctx, l.c, opRelease, l, ttl)
 	if first {
 		l.observeUnlock(ctx, out)
 	}

@@ -55,7 +55,7 @@ func (c *Client) LockKeys(ctx context.Context, keys []string, ttl time.Duration,
 	if err != nil {
 		return nil, err
 	}
-	return c.lock(ctx, keys, ttl, cfg, nil)
+	return lockLoop(ctx, c, keys, ttl, cfg, nil)
 }
 
 // prepareKeys validates keys for every node and returns a copy of them
@@ -69,7 +69,7 @@ func (c *Client) prepareKeys(keys []string, opts []LockOption) ([]string, *confi
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := c.checkSharded(keys, cfg); err != nil {
+	if err := checkSharded(c, keys, cfg); err != nil {
 		return nil, nil, err
 	}
 	return keys, cfg, nil

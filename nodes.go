@@ -63,7 +63,7 @@ func sameClient(a, b redis.UniversalClient) bool {
 
 // identified records what an INFO server to n returned (info, err); see
 // above.
-func (c *Client) identified(n *node.Node, info string, err error) error {
+func identified(c *Client, n *node.Node, info string, err error) error {
 	var rerr redis.Error
 	if err != nil && !errors.As(err, &rerr) {
 		return err
@@ -81,7 +81,7 @@ func (c *Client) identified(n *node.Node, info string, err error) error {
 				a, b := min(o.Idx, n.Idx), max(o.Idx, n.Idx)
 				err := causef([]error{ErrInvalid}, "duplicate node: nodes %d and %d are the same server (run_id %s)", a+1, b+1, id)
 				if c.dupErr.CompareAndSwap(nil, &err) {
-					c.logDuplicate(err)
+					logDuplicate(c, err)
 				}
 				return err
 			}

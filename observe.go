@@ -251,7 +251,7 @@ func (e *Election) history(ctx context.Context, from int64) historyRead {
 	if timeout <= 0 {
 		timeout = inspectTimeout
 	}
-	reps, _, _ := c.read(ctx, wire.HistoryRequest(len(c.nodes), hk, from), timeout)
+	reps, _, _ := readAll(ctx, c, wire.HistoryRequest(len(c.nodes), hk, from), timeout)
 	var hr historyRead
 	by := map[string]int{} // member: index in hr.entries
 	for _, r := range reps {

@@ -147,7 +147,7 @@ func logGuard(l *slog.Logger, nd *node.Node, r wire.Reply) {
 }
 
 // logDuplicate logs that two nodes turned out to be one server.
-func (c *Client) logDuplicate(err error) {
+func logDuplicate(c *Client, err error) {
 	if l := c.cfg.log; l != nil {
 		l.Error("redlock: two nodes are one server; the client refuses every lock", "err", err)
 	}
@@ -202,7 +202,7 @@ func (l *Lock) observeUnlock(ctx context.Context, out outcome) {
 
 // logDroppedRetry logs a failed release that will not be retried (after
 // Close, or with too many queued): its key expires with its TTL.
-func (c *Client) logDroppedRetry(nd *node.Node, keys []string) {
+func logDroppedRetry(c *Client, nd *node.Node, keys []string) {
 	if l := c.cfg.log; l != nil {
 		l.Debug("redlock: failed release not retried; the key expires with its TTL",
 			"keys", keys, "node", nd.Idx, "addr", nd.Addr, "closed", c.isClosed())

@@ -38,7 +38,7 @@ func (c *Client) pathFamily(path string, opts []LockOption) (*family, *config, e
 		keys: append(holders, belows...),
 		wake: holders,
 	}
-	cfg, err := c.newFamily(f, opts)
+	cfg, err := newFamily(c, f, opts)
 	return f, cfg, err
 }
 
@@ -66,7 +66,7 @@ func (c *Client) TryLockPath(ctx context.Context, path string, ttl time.Duration
 	if err != nil {
 		return nil, err
 	}
-	return c.tryFamily(ctx, f, ttl, cfg)
+	return tryFamily(ctx, c, f, ttl, cfg)
 }
 
 // LockPath locks the folder path like TryLockPath, retrying like Lock
@@ -79,5 +79,5 @@ func (c *Client) LockPath(ctx context.Context, path string, ttl time.Duration, o
 	if err != nil {
 		return nil, err
 	}
-	return c.lock(ctx, f.keys, ttl, cfg, f)
+	return lockLoop(ctx, c, f.keys, ttl, cfg, f)
 }

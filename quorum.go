@@ -74,7 +74,7 @@ type outcome struct {
 // says so; a release is announced to waiters (see pubsub.go).
 // An acquire or extend passes l's floor (see Lock.floor), lowered to
 // ttl when a request fails and so may still land later.
-func (c *Client) run(ctx context.Context, op opKind, l *Lock, ttl time.Duration) outcome {
+func runRound(ctx context.Context, c *Client, op opKind, l *Lock, ttl time.Duration) outcome {
 	req := &request{
 		w: wire.Request{
 			Op: op, Token: l.token, TTL: ttl,
@@ -93,21 +93,21 @@ func (c *Client) run(ctx context.Context, op opKind, l *Lock, ttl time.Duration)
 		req.unlocked = &l.unlocked
 		req.w.Intent = l.intent
 	}
-	if op == opRelease && l.fam == nil && len(l.keys) == 1 && c.releaseQ != nil && c.queueable(l.keys[0], l.cfg.prefix) {
+	if op == opRelease && l.fam == nil && len(l.keys) == 1 && c.releaseQ != nil && queueable(c, l.keys[0], l.cfg.prefix) {
 		// The release names the key's next waiter (queue.go).
 		req.w.Queue = c.releaseQ
 	}
-	return c.runReq(ctx, req, l.cfg)
+	return runReq(ctx, c, req, l.cfg)
 }
 
 // runReq is run for a built request.
-func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome {
+func runReq(ctx context.Context, c *Client, req *request, cfg *config) outcome {
 	n := len(c.nodes)
 	if req.w.Argv == nil {
 		req.prefix = cfg.prefix
 		req.prepare(n)
 	}
-	rd := c.newRound(ctx, req, cfg)
+	rd := newRound(ctx, c, req, cfg)
 	op := req.w.Op
 	if req.w.Fenced {
 		rd.fences = make([]int64, n)
@@ -176,7 +176,7 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 		}
 	}
 	// The timer also bounds the wait for room in full queues (waitRoom).
-	fired := len(full) > 0 && c.waitRoom(rd, full, rooms, nodeCtx, timer)
+	fired := len(full) > 0 && waitRoom(c, rd, full, rooms, nodeCtx, timer)
 	if op == opRelease && req.fam == nil && !direct && !fired {
 		// The release is in every node's pipe: a waiting Lock of this
 		// Client woken now queues its attempt behind it on each node,
@@ -209,9 +209,9 @@ func (c *Client) runReq(ctx context.Context, req *request, cfg *config) outcome 
 // newRound returns a round of req with every node pending, started now.
 // Its requests are sent by the caller: runReq, or an extension batch
 // (scheduler.go).
-func (c *Client) newRound(ctx context.Context, req *request, cfg *config) *round {
+func newRound(ctx context.Context, c *Client, req *request, cfg *config) *round {
 	rd := &round{done: make(chan struct{})}
-	c.initRound(rd, ctx, req, cfg, make([]NodeResult, len(c.nodes)), time.Now())
+	initRound(c, rd, ctx, req, cfg, make([]NodeResult, len(c.nodes)), time.Now())
 	return rd
 }
 
@@ -219,7 +219,7 @@ func (c *Client) newRound(ctx context.Context, req *request, cfg *config) *round
 // results, started at start (before any of its requests is sent). An
 // extension batch (scheduler.go) allocates its rounds and their
 // results in slabs, and gives them no done channel: it asks decided.
-func (c *Client) initRound(rd *round, ctx context.Context, req *request, cfg *config, res []NodeResult, start time.Time) {
+func initRound(c *Client, rd *round, ctx context.Context, req *request, cfg *config, res []NodeResult, start time.Time) {
 	keys := req.keys
 	need := c.need
 	if req.fam != nil {
@@ -242,7 +242,7 @@ func (c *Client) initRound(rd *round, ctx context.Context, req *request, cfg *co
 	}
 	for i, nd := range c.nodes {
 		// All set before any reply can be reported and read them.
-		rd.res[i] = NodeResult{Node: i, Addr: nd.Addr}
+		rd.res[i] = NodeResult{Node: i, Addr: nd.Addr, Status: statusPending}
 	}
 }
 
@@ -325,7 +325,7 @@ func (rd *round) Report(i int, r wire.Reply) {
 			// Retried in the background until the node answers
 			// (retryRelease); deferred: run once rd.mu is released, and
 			// queued before Close can see the release as done.
-			defer rd.c.retryRelease(rd.c.nodes[i], rd.req, rd.ttl, err, 0)
+			defer retryRelease(rd.c, rd.c.nodes[i], rd.req, rd.ttl, err, 0)
 		}
 	}
 	rd.mu.Lock()

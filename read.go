@@ -53,7 +53,7 @@ func (r *readRound) Lost() bool { return false }
 // passed, or ctx ended (then with ctx's error): a node still pending
 // is failed with errNodeTimeout. Requests still queued or in flight go on
 // in the nodes' pipes; their replies are dropped.
-func (c *Client) read(ctx context.Context, w *wire.Request, timeout time.Duration) ([]wire.Reply, []time.Duration, error) {
+func readAll(ctx context.Context, c *Client, w *wire.Request, timeout time.Duration) ([]wire.Reply, []time.Duration, error) {
 	n := len(c.nodes)
 	r := &readRound{start: time.Now(), reps: make([]wire.Reply, n), lats: make([]time.Duration, n), left: n, all: make(chan struct{})}
 	for i := range r.reps {

@@ -94,8 +94,8 @@ func newClient(clients []redis.UniversalClient, need int, opts []Option, owned b
 	h := &node.Host{
 		Spawn:        c.spawn,
 		Closed:       c.closed,
-		Identified:   c.identified,
-		DroppedRetry: c.logDroppedRetry,
+		Identified:   func(n *node.Node, info string, err error) error { return identified(c, n, info, err) },
+		DroppedRetry: func(nd *node.Node, keys []string) { logDroppedRetry(c, nd, keys) },
 		Jitter:       jitter,
 		FinalWait:    releaseTimeout,
 	}
@@ -125,7 +125,7 @@ func newClient(clients []redis.UniversalClient, need int, opts []Option, owned b
 	if owned {
 		c.owned = clients
 	}
-	c.shard = c.sharding()
+	c.shard = clientSharding(c)
 	return c, nil
 }
 
@@ -186,7 +186,7 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 	if err != nil {
 		return nil, err
 	}
-	if err := c.checkSharded([]string{key}, cfg); err != nil {
+	if err := checkSharded(c, []string{key}, cfg); err != nil {
 		return nil, err
 	}
 	token, err := cfg.newToken()
@@ -233,10 +233,10 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	if err != nil {
 		return nil, err
 	}
-	if err := c.checkSharded([]string{key}, cfg); err != nil {
+	if err := checkSharded(c, []string{key}, cfg); err != nil {
 		return nil, err
 	}
-	return c.lock(ctx, []string{key}, ttl, cfg, nil)
+	return lockLoop(ctx, c, []string{key}, ttl, cfg, nil)
 }
 
 // tryLock is one attempt on validated keys; fam is nil for a key lock.
@@ -247,7 +247,7 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 	}
 	l := &Lock{c: c, keys: keys, token: token, ttl: ttl, maxTTL: ttl, cfg: cfg, fam: fam, actx: ctx, intent: intent}
 	if err := ctx.Err(); err != nil {
-		qe := c.unsentError(opAcquire, l.shownKeys(), ErrNotObtained, err)
+		qe := unsentError(c, opAcquire, l.shownKeys(), ErrNotObtained, err)
 		if cfg.obs != nil {
 			cfg.obs(Event{Kind: "round", Ctx: ctx, Op: opLockName, Keys: l.shownKeys(), Reason: reasonOf(qe), Start: time.Now(), Nodes: qe.Nodes, Err: qe})
 		}
@@ -256,7 +256,7 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	out := c.run(ctx, opAcquire, l, ttl)
+	out := runRound(ctx, c, opAcquire, l, ttl)
 	if p := c.dupErr.Load(); p != nil {
 		// Found during this round: refuse even a win, which may have
 		// counted one server twice.
@@ -274,7 +274,7 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 		return nil, out.err
 	}
 	if cfg.fencing {
-		if err := c.fenceLock(ctx, l, out, cfg); err != nil {
+		if err := fenceLock(ctx, c, l, out, cfg); err != nil {
 			return nil, err
 		}
 	}

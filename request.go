@@ -72,7 +72,7 @@ func (req *request) prepare(n int) {
 
 // exec runs req on nd alone, outside the nodes' pipes (see
 // node.Node.Exec).
-func (c *Client) exec(ctx context.Context, nd *node.Node, req *request) wire.Reply {
+func exec(ctx context.Context, c *Client, nd *node.Node, req *request) wire.Reply {
 	if req.w.Argv == nil {
 		req.prepare(1)
 	}
@@ -98,7 +98,7 @@ func lowerFloor(floor *atomic.Int64, ttl time.Duration) {
 // and unsent, when rd is decided (a release left out is retried in the
 // background), when ctx ends, or when timer, the round's
 // wait, fires; it reports whether the timer fired.
-func (c *Client) waitRoom(rd *round, full []int, rooms []<-chan struct{}, ctx context.Context, timer *time.Timer) (fired bool) {
+func waitRoom(c *Client, rd *round, full []int, rooms []<-chan struct{}, ctx context.Context, timer *time.Timer) (fired bool) {
 	for k, i := range full {
 		nd := c.nodes[i]
 		j := node.Job{R: rd, Req: &rd.req.w, I: i, Ctx: ctx, Timeout: rd.timeout}

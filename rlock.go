@@ -11,7 +11,7 @@ func (c *Client) readFamily(key string, opts []LockOption) (*family, *config, er
 		return nil, nil, invalidf("empty key")
 	}
 	f := &family{kind: kindRead, name: key, keys: []string{key, readersKey(key)}, wake: []string{key}}
-	cfg, err := c.newFamily(f, opts)
+	cfg, err := newFamily(c, f, opts)
 	return f, cfg, err
 }
 
@@ -51,7 +51,7 @@ func (c *Client) TryRLock(ctx context.Context, key string, ttl time.Duration, op
 	if err != nil {
 		return nil, err
 	}
-	return c.tryFamily(ctx, f, ttl, cfg)
+	return tryFamily(ctx, c, f, ttl, cfg)
 }
 
 // RLock takes a read lock on key like TryRLock, retrying like Lock until
@@ -64,5 +64,5 @@ func (c *Client) RLock(ctx context.Context, key string, ttl time.Duration, opts 
 	if err != nil {
 		return nil, err
 	}
-	return c.lock(ctx, f.keys, ttl, cfg, f)
+	return lockLoop(ctx, c, f.keys, ttl, cfg, f)
 }

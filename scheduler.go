@@ -325,7 +325,7 @@ func (s *sched) loop(c *Client) {
 			// Closest deadline first: a batch split in several requests
 			// sends the most urgent first, on every node.
 			slices.SortFunc(due, func(a, b *entry) int { return a.dl.Compare(b.dl) })
-			c.extendTick(tk, due, late)
+			extendTick(c, tk, due, late)
 		}
 	}
 }

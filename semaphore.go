@@ -21,7 +21,7 @@ func (c *Client) permitFamily(key string, limit int, opts []LockOption) (*family
 	if c != nil {
 		f.need = max(c.need, semaphoreQuorum(len(c.nodes), limit))
 	}
-	cfg, err := c.newFamily(f, opts)
+	cfg, err := newFamily(c, f, opts)
 	return f, cfg, err
 }
 
@@ -46,7 +46,7 @@ func (c *Client) TryAcquire(ctx context.Context, key string, limit int, ttl time
 	if err != nil {
 		return nil, err
 	}
-	return c.tryFamily(ctx, f, ttl, cfg)
+	return tryFamily(ctx, c, f, ttl, cfg)
 }
 
 // Acquire takes a permit of the semaphore key like TryAcquire, retrying
@@ -58,7 +58,7 @@ func (c *Client) Acquire(ctx context.Context, key string, limit int, ttl time.Du
 	if err != nil {
 		return nil, err
 	}
-	return c.lock(ctx, f.keys, ttl, cfg, f)
+	return lockLoop(ctx, c, f.keys, ttl, cfg, f)
 }
 
 // errLimitMismatch is the node error of a permit refused because the
