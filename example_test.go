@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -204,8 +205,10 @@ func ExampleQuorumError() {
 	var qe *redlock.QuorumError
 	if errors.As(err, &qe) {
 		fmt.Println("unreachable:", errors.Is(err, redlock.ErrUnreachable))
-		for _, n := range failedNodes(qe) {
-			fmt.Println("node", n.Node+1, n.Status, n.Err)
+		for _, n := range qe.Nodes {
+			if n.Status == "failed" {
+				fmt.Println("node", n.Node+1, n.Status, n.Err)
+			}
 		}
 	}
 	// Output:
@@ -233,10 +236,19 @@ func ExampleLock_Extend() {
 }
 
 func ExampleWithObserver() {
-	// Stats counts; a real program adapts Observer to its metrics library
-	// (see docs/observability.md for the metric names).
-	stats := &stats{}
-	locker, err := redlock.Dial(nodeURLs, redlock.WithObserver(observeWith(stats)))
+	// Count rounds by outcome; a real program feeds its metrics library
+	// (extra/redlockprom, extra/redlockotel; docs/observability.md has
+	// the metric names). The func must be safe for concurrent use.
+	var mu sync.Mutex
+	rounds := map[string]int{}
+	observe := func(e redlock.Event) {
+		if e.Kind == "round" {
+			mu.Lock()
+			rounds[e.Op+" "+e.Reason]++
+			mu.Unlock()
+		}
+	}
+	locker, err := redlock.Dial(nodeURLs, redlock.WithObserver(observe))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -254,13 +266,12 @@ func ExampleWithObserver() {
 	printErr("extend", lock.Extend(ctx, 10*time.Second))
 	printErr("unlock", lock.Unlock(ctx))
 
-	s := stats.Snapshot()
-	fmt.Printf("attempts %d, won %d, contended %d\n", s.Attempts, s.Won, s.Contended)
-	fmt.Printf("extensions %d, released %d, lost %d\n", s.Extensions, s.Released, s.Lost)
+	mu.Lock()
+	defer mu.Unlock()
+	fmt.Println(rounds["lock won"], rounds["lock contended"], rounds["extend won"], rounds["unlock won"])
 	// Output:
 	// second attempt contended: true
-	// attempts 2, won 1, contended 1
-	// extensions 1, released 1, lost 0
+	// 1 1 1 1
 }
 
 func ExampleClient_TryLockPath() {
@@ -399,8 +410,10 @@ func ExampleMultiLock() {
 	_, err = locker.TryLock(ctx, "ledger:close", 10*time.Second)
 	var qe *redlock.QuorumError
 	if errors.Is(err, redlock.ErrUnreachable) && errors.As(err, &qe) {
-		for _, n := range failedNodes(qe) {
-			fmt.Println("node", n.Node, n.Status)
+		for _, n := range qe.Nodes {
+			if n.Status == "failed" {
+				fmt.Println("node", n.Node, n.Status)
+			}
 		}
 	}
 	// Output:
