@@ -35,34 +35,16 @@ func Dial(urls []string, opts ...Option) (*Client, error) {
 }
 
 // NewClients returns one go-redis client per URL, for New or
-// NewMultiLock, or for a caller that adds hooks of its own; closing them
-// is the caller's job. It does no I/O.
-//
-// A URL is parsed by go-redis: redis://host:port/db and rediss:// (TLS)
-// by ParseURL, unix:///path/to/redis.sock too; redis+cluster:// and
-// rediss+cluster:// (a Redis Cluster, one node of the lock: the key
-// lives on the master of its slot) by ParseClusterURL; redis+sentinel://
-// and rediss+sentinel:// (a master found through Sentinel, named by
-// ?master_name=) by ParseFailoverURL. User and password go in the URL's
-// user info, other settings in its query (dial_timeout=2s, pool_size=20,
-// max_retries=3, ...).
-//
-// Where the URL leaves them unset, the settings are those of a node that
-// must fail fast rather than go-redis's defaults: a dial timeout of 1s
-// (go-redis: 5s), read and write timeouts of 1s (3s), one dial attempt
-// (5, 100ms apart) and no command retries (3, with backoff). The lock's
-// per-node timeout (WithNodeTimeout) bounds every round anyway; go-redis's
-// retries would only keep requests to a dead node running behind it, and
-// a refused connection would show as a timeout rather than as
-// "connection refused". go-redis still logs each failed dial through its
-// process-wide logger (see redis.SetLogger), once per dial.
+// NewMultiLock; closing them is the caller's job. It does no I/O. URLs:
+// redis://, rediss:// and unix:// (ParseURL), redis+cluster:// and
+// rediss+cluster:// (a Redis Cluster as one node), redis+sentinel:// and
+// rediss+sentinel:// (a master found through Sentinel). Where the URL
+// leaves them unset, settings fail fast: 1s dial, read and write
+// timeouts, one dial attempt, no command retries.
 //
 // Errors match ErrInvalid and name the URL, its password hidden: no
-// URLs, an empty URL, a scheme other than those above, a URL go-redis
-// cannot parse or settings it cannot use (a negative pool_size), and the
-// same server, cluster or Sentinel master given twice (also
-// "duplicate node" in its message). Servers reached under two names are caught later,
-// by run_id, as for New.
+// URLs, an empty or unparsable URL, a bad setting, or one server given
+// twice. Details: docs/api.md#newclients.
 func NewClients(urls ...string) ([]redis.UniversalClient, error) {
 	return newClientsFrom(urls, nil)
 }

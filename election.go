@@ -83,32 +83,16 @@ func (e *Election) check() error {
 }
 
 // Campaign waits until it is elected leader with value, then returns the
-// leadership, auto-extended by ttl on the Client's scheduler (see
-// AutoExtend) until Resign or until it is lost. Candidates wait as Lock
-// waits: a leader's Resign wakes them at once (pub/sub hand-off), and a
-// lost leadership is found by the retries (WithRetryDelay).
+// leadership, auto-extended by ttl until Resign or loss. Candidates wait
+// as Lock waits; ctx bounds only the wait, as in etcd. value (at most
+// 4096 bytes) is what Leader and Observe report. opts are Lock's; an
+// election is always fenced, and WithMetadata and WithToken are refused.
 //
-// ctx bounds only the wait, as in etcd: once elected, the leadership
-// outlives ctx, until Resign or loss. value is stored with the
-// leadership on the nodes (as WithMetadata, at most 4096 bytes (as WithMetadata))
-// and is what Leader and Observe report. opts are Lock's options (an
-// election is always fenced, WithFencing; WithMetadata and WithToken are
-// refused).
-//
-// Errors: ErrInvalid for a nil or zero *Election, a nil ctx, a value
-// over 4096 bytes (as WithMetadata), a bad ttl or option; ErrClosed after the
-// Client's Close; when ctx ends the wait, an error matching
-// ErrNotObtained and ctx.Err() (and, when an attempt completed, its
-// reason, such as ErrContended, with the current leader's value in its
-// message; after a win whose term could not be published, that
-// failure); an error matching ErrNotObtained and a *QuorumError (Op
-// "proclaim"), at once, when publishing the term fails on too many nodes
-// for a reason no retry gets past: their ACL refuses what it runs (see
-// docs/security.md), or the election's history key holds a value none
-// of our kinds writes (ErrUnreachable, the server's WRONGTYPE); the
-// errors of Lock otherwise. A win whose term could not be published for
-// another reason is given back, and Campaign tries again after the
-// retry delay (WithRetryDelay).
+// Errors: ErrInvalid for a nil or zero *Election, a nil ctx, a long
+// value, a bad ttl or option; ErrClosed after Close; when ctx ends the
+// wait, ErrNotObtained with ctx.Err() and the last attempt's reason; at
+// once, ErrNotObtained with a *QuorumError (Op "proclaim") when the nodes
+// refuse to publish the term for good. Details: docs/api.md#electioncampaign.
 func (e *Election) Campaign(ctx context.Context, value string, ttl time.Duration, opts ...LockOption) (*Leadership, error) {
 	if err := e.check(); err != nil {
 		return nil, err

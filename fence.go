@@ -116,21 +116,16 @@ func fenceLock(ctx context.Context, c *Client, l *Lock, out outcome, cfg *config
 	return nil
 }
 
-// FencedSet stores value in the resource key on c, a hash with fields
-// "value" and "fence", when fence is greater than every fence the
-// resource has accepted before, and records fence as the highest; a
-// single Lua script does both atomically. Read the value with
+// FencedSet stores value in the resource key on c (a hash with fields
+// "value" and "fence") when fence is greater than every fence the
+// resource has accepted, in one Lua script: the resource side of fencing,
+// which refuses a holder that paused past its validity. c is the Redis
+// that keeps the resource, usually not a lock node; read the value with
 // HGET key value.
 //
-// It is the resource side of fencing: a holder that paused past its
-// validity, and whose lock a later holder took, carries a lower token and
-// is refused. c is the Redis that keeps the resource, usually not one of
-// the lock's nodes.
-//
-// Errors: an error matching ErrStaleFence when fence is not greater than
-// the highest accepted (the write must not happen: a later holder wrote);
+// Errors: ErrStaleFence when fence is not above the highest accepted;
 // ErrInvalid for a nil ctx or c, an empty key or a fence <= 0 (a lock
-// acquired without WithFencing has Fence 0); otherwise the Redis error.
+// taken without WithFencing has Fence 0); otherwise the Redis error.
 func FencedSet(ctx context.Context, c redis.Scripter, key string, fence int64, value any) error {
 	switch {
 	case ctx == nil:

@@ -72,22 +72,16 @@ const (
 // WithNodeTimeout: the longest default per-node timeout.
 const inspectTimeout = maxNodeTimeout
 
-// Inspect reports who holds key, as a quorum of nodes sees it, reading
-// every node once and changing nothing. It works for every kind of lock
-// on key: a key lock (TryLock, Lock), a read lock (its readers), a
-// semaphore (its permits) and, given KeyName("path", path), a path lock. A free
-// key is a result (State "free"), not an error; so are too few answers
-// (State "unknown", with each node's error in Nodes). It never returns a
-// holder's token: holders are told apart by an opaque ID.
-//
-// Each node is given the per-node timeout (WithNodeTimeout; default
-// 200ms, the longest default per-node timeout), and Inspect returns when
-// every node has answered or that time has passed, or when ctx is done.
-// The key prefix (WithKeyPrefix) applies.
+// Inspect reports who holds key as a quorum of nodes sees it, reading
+// every node once and changing nothing: a key lock, a read lock's
+// readers, a semaphore's permits, or, given KeyName("path", path), a path
+// lock. A free key (State "free") and too few answers (State "unknown")
+// are results, not errors. Holders are told apart by an opaque ID, never
+// by their token. Each node gets the per-node timeout (default 200ms);
+// the key prefix applies.
 //
 // Errors: ErrInvalid for a nil *Client, a nil ctx or an empty key;
-// ErrClosed after Close; ctx's error when ctx is done before the nodes
-// answered.
+// ErrClosed after Close; ctx's error when ctx ends first.
 func (c *Client) Inspect(ctx context.Context, key string, opts ...LockOption) (*Holding, error) {
 	if key == "" {
 		return nil, invalidf("empty key")

@@ -56,23 +56,17 @@ func (ld *Leadership) Lock() *Lock {
 	return ld.l
 }
 
-// Proclaim changes the value the leadership advertises to value, without
-// an election: on each node that holds the leadership, the stored value
-// is rewritten and its TTL kept, and observers are woken. It succeeds
-// when a quorum of nodes did. Proclaims of one leadership run one at a
-// time, so the last to return is what the nodes keep, and on each node
-// after the leadership's requests issued before them. Each node is given
-// the leadership's per-node timeout, as its extensions (WithNodeTimeout;
-// by default derived from the TTL, see DefaultNodeTimeout).
+// Proclaim changes the value the leadership advertises, without an
+// election: each node that holds the leadership rewrites it, keeping the
+// TTL, and wakes observers; it succeeds at a quorum. Proclaims of one
+// leadership run one at a time, each node given the leadership's per-node
+// timeout.
 //
 // Errors: ErrInvalid for a nil or zero *Leadership, a nil ctx or a value
-// over 4096 bytes (as WithMetadata); ctx's error when ctx ends first; after Resign,
-// or once the leadership is lost, an error matching ErrNotHeld; a
-// *QuorumError (Op "proclaim") matching ErrNotHeld, and ErrUnreachable
-// when failed nodes prevented the quorum (a node whose history key holds
-// a value none of our kinds writes fails with WRONGTYPE). A failed
-// Proclaim may have changed the value on some nodes; Leader and Observe
-// go on reporting the last value a quorum holds. Proclaim again.
+// over 4096 bytes; ctx's error; ErrNotHeld after Resign or loss; a
+// *QuorumError (Op "proclaim") matching ErrNotHeld, with ErrUnreachable
+// when failed nodes prevented the quorum. A failed Proclaim may have
+// changed some nodes; Leader and Observe report what a quorum holds.
 func (ld *Leadership) Proclaim(ctx context.Context, value string) error {
 	if err := ld.check(); err != nil {
 		return err

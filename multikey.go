@@ -7,26 +7,14 @@ import (
 
 // TryLockKeys makes one attempt to acquire all of keys, as one lock, for
 // ttl on a quorum of nodes. On each node the keys are taken in one script
-// call, all or none: a node where any key is held by another owner grants
-// none of them and counts as a refusal. The quorum is counted over nodes,
-// as for one key. The returned *Lock covers every key: Unlock, Extend and
-// Validity act on all of them at once (a node where one key is missing
-// does not count for Extend); Key joins them with ",", Keys lists them.
-// Two locks whose key sets overlap exclude each other; disjoint sets do
-// not.
+// call, all or none; the quorum is counted over nodes. The *Lock covers
+// every key: Unlock, Extend and Validity act on all of them, and Key
+// joins them with ",". On a Redis Cluster or Ring node every key must
+// share a hash tag, as in "{order:42}:items" and "{order:42}:stock".
 //
-// Keys must be non-empty and distinct; their order does not matter. When
-// a node is a Redis Cluster client (*redis.ClusterClient), every key must
-// hash to the same slot, because one script call runs on one slot: give
-// the keys a common hash tag, the text between the first "{" and the next
-// "}", as in "{order:42}:items" and "{order:42}:stock". The keys are not
-// split into one call per slot, which would make a node's grant no longer
-// all or nothing. When a node is a *redis.Ring, which shards on the hash
-// tag itself, every key must have the same hash tag.
-//
-// Errors are those of TryLock, and ErrInvalid for no keys, an empty or
-// duplicate key, or keys a sharded node cannot take in one call; the
-// error names the offending key. Nothing is sent for invalid input.
+// Errors are those of TryLock, and ErrInvalid (naming the key) for no
+// keys, an empty or duplicate key, or keys a sharded node cannot take in
+// one call; nothing is sent then. Details: docs/api.md#clienttrylockkeys.
 func (c *Client) TryLockKeys(ctx context.Context, keys []string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	keys, cfg, err := c.prepareKeys(keys, opts)
 	if err != nil {

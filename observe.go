@@ -21,37 +21,13 @@ const observePoll = time.Second
 const electedMsg = "e"
 
 // Observe returns a channel that delivers the election's leader at each
-// change of leader or of its value: every leadership's term with each
-// value its Campaign and its successful Proclaims published, in term
-// order and, within a term, in the order published, without duplicates,
-// and never a "no leader". The first delivery is the leader when Observe
-// starts (nothing is delivered while there is none); what came before is
-// not. The channel closes when ctx ends, or when the Client is closed.
-//
-// At each wake Observe reads the leader as Leader does, then the
-// election's history (KeyName("terms", name)) from every node. A new leader and
-// Proclaim announce themselves over pub/sub, and so does Resign, which
-// wakes it at once; it also reads every second, so that a lost message
-// only delays a change. Only a history read that more than N − quorum
-// nodes answered is used, so that every entry on a quorum shows in it:
-// while fewer answer, Observe delivers nothing new. An entry of the
-// history is delivered when it may be on a quorum: seen on k of the a
-// nodes that answered, with k + (N − a) ≥ quorum; what a failed
-// Proclaim wrote on a minority of nodes is not delivered once every
-// node answers. So a leadership elected and gone between two reads is
-// delivered too. Its Validity is measured only for the leadership the
-// same wake's leader read found: it is ≤ 0 for a leadership delivered
-// after it ended (and 0 for one that began after that read).
-//
-// Limits: each node keeps the last 64 entries of an election's history,
-// for max(10×ttl, 1 minute) after its last write (KeyName("terms", name)). An
-// observer that falls further behind skips what the nodes dropped, and a
-// node restarted empty has lost its copy (the other nodes' still count).
-// Where the history has nothing newer but the leader read does (the
-// history expired, or a lock taken on the key by other means), Observe
-// delivers the leader read. A slow receiver delays the reads, not the
-// election. For a nil or zero *Election, a name Election refuses or a
-// nil ctx it returns a closed channel.
+// change of leader or value: every term with each value published, in
+// order, without duplicates, from the leader when Observe starts on. It
+// reads the leader and the election's history (its last 64 entries per
+// node) from every node, woken by pub/sub and at least every second, and
+// delivers only what may be on a quorum. The channel closes when ctx ends
+// or the Client is closed; for a nil or zero *Election, a refused name or
+// a nil ctx it is closed at once. Details: docs/api.md#electionobserve.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	out := make(chan Leader)
 	if e.check() != nil || ctx == nil {

@@ -151,26 +151,15 @@ const firstContactTimeout = 250 * time.Millisecond
 const releaseTimeout = 250 * time.Millisecond
 
 // WithNodeTimeout bounds how long a round (acquire, extend, release)
-// waits for each node, whether or not the go-redis client has
-// ContextTimeoutEnabled: a node that has not answered by then counts as
-// failed and the round goes on without it. The request itself is not
-// abandoned: it runs on under the caller's context and the client's own
-// timeouts, and a late grant of a lost round is released. A client's
-// first round waits at least 250ms (its first contacts dial and
-// identify the nodes), and Unlock at least 250ms (a release spends no
-// validity).
+// waits for each node, whether or not the go-redis client honours context
+// deadlines: a node that has not answered by then counts as failed. Its
+// request runs on, and a late grant of a lost round is released. A
+// Client's first round and an Unlock wait at least 250ms. A request that
+// finds a node's queue (4096) full waits for room within this timeout; a
+// node silent for the whole timeout fails it at once.
 //
-// A node's requests queue behind the one it is answering, and go to it
-// together once it has answered. For memory, at most 4096 of them queue
-// per node: a request that finds the queue full waits for room, within
-// this timeout and its ctx, and is never failed for how busy a node
-// that answers is. Only when the node has not answered for this timeout
-// is a request that finds its queue full failed at once, with an error
-// saying the node timed out: a stalled node fails requests fast rather
-// than gather them without bound.
-//
-// Default: ttl/20 clamped to [5ms, 200ms]. d must be positive, else
-// ErrInvalid.
+// Default: ttl/20 clamped to [5ms, 200ms] (DefaultNodeTimeout). d must be
+// positive, else ErrInvalid. Details: docs/api.md#withnodetimeout.
 func WithNodeTimeout(d time.Duration) SharedOption {
 	return sharedOpt(func(c *config) {
 		if d <= 0 {
@@ -211,22 +200,14 @@ func WithMaxTries(n int) SharedOption {
 // minTokenLen is the shortest token WithToken accepts.
 const minTokenLen = 16
 
-// WithToken makes a TryLock use token as the value stored on each node
-// instead of 128 fresh random bits. A holder that persisted its token can
-// so take its lock back after a restart: acquire is idempotent for the
-// same token, counting and refreshing nodes that still hold it. The token
-// must be unique to the holder and at least 16 bytes, else
-// ErrInvalid, and must not begin with "redlock:" (the library's own
-// values), else ErrInvalid. Lock and New reject it (ErrInvalid): retries,
-// or locks, sharing one token could release each other's keys. Do not run
-// two calls with one token at the same time. A failed release of a lock
-// taken with a token is not retried in the background (see Unlock): a
-// retry could delete the key of a later lock that reuses the token, so
-// such a key lives out its TTL on that node. For the same reason, reuse
-// a token only once the earlier lock's release has answered on every
-// node (after Client.Close, or from a new process): a release still held
-// in a stopped node's socket could run after the new acquisition there.
-// Default: a random token per attempt.
+// WithToken makes a TryLock store token on each node instead of 128 fresh
+// random bits, so that a holder that persisted it can take its lock back
+// after a restart (acquiring again with the same token is idempotent).
+// The token must be unique to its holder, at least 16 bytes, without a
+// NUL byte or the prefix "redlock:", else ErrInvalid; a call that
+// retries (Lock) refuses it with ErrInvalid. Failed releases of such a
+// lock are not retried in the background. Default: a random token per
+// attempt. Details: docs/api.md#withtoken.
 func WithToken(token string) LockOption {
 	return callOpt(func(c *config) {
 		if len(token) < minTokenLen {
@@ -316,29 +297,16 @@ func WithFencing() SharedOption {
 	return sharedOpt(func(c *config) { c.fencing = true })
 }
 
-// WithRestartGuard makes a node that restarted less than d ago count as a
-// failed vote in acquisitions and extensions ("failed", with an error
-// saying it restarted), enforcing from the client the delayed
-// restart that the Redlock spec requires of nodes that do not fsync every
-// write. A restart shows as a changed run_id or an uptime below d (the
-// uptime is taken one second short, since INFO reports it in whole
-// seconds, so a restarted node votes again between d and d+1s after its
-// start). Choose d at least as long as the largest TTL in use.
+// WithRestartGuard makes a node that restarted less than d ago a failed
+// vote in acquisitions and extensions: the delayed restart the Redlock
+// spec asks of nodes that do not fsync every write. A restart shows as a
+// changed run_id or an uptime below d, read with INFO at first contact and
+// after every new connection. Choose d at least your largest TTL.
 //
-// The guard reads INFO server once per node and again whenever the
-// go-redis client has opened a new connection to it, which every restart
-// forces; it installs a dial-counting hook on each client for that (see
-// internal/node/guard.go for why this cannot miss a restart). It therefore needs
-// *redis.Client nodes, used directly rather than through a clone made by
-// WithTimeout (a clone dials through its parent's hooks, so the guard
-// would never see a restart; New checks this with a dial that is stopped
-// before it connects), and an ACL that allows INFO; a node that refuses
-// INFO never votes.
-//
-// It applies to a Client (given to New); given to a single call it is
-// ignored. Default: 0, off. Errors from New: ErrInvalid when d is
-// negative, a node is not a *redis.Client, or a node's dials do not go
-// through its own hooks (a WithTimeout clone); the error names the node.
+// It needs *redis.Client nodes used directly (not WithTimeout clones) and
+// an ACL that allows INFO. Default: 0, off. Errors from New: ErrInvalid
+// when d is negative or a node cannot be guarded; the error names the
+// node. Details: docs/api.md#withrestartguard.
 func WithRestartGuard(d time.Duration) Option {
 	return clientOpt(func(c *config) {
 		if d < 0 {
@@ -387,29 +355,16 @@ func WithLogger(l *slog.Logger) SharedOption {
 	return sharedOpt(func(c *config) { c.log = l })
 }
 
-// WithKeyPrefix puts p in front of every key the library touches for a
-// lock, so that several applications can share nodes under ACL users
-// confined to their own prefix: a lock on key k is stored as p+k, its
-// fencing counter is p+KeyName("fence", k), and its release announcements go to
-// p+KeyName("release", k), with waiters subscribed to the pattern
-// p+"redlock:release:*". The ACL for a prefix "app1:" is therefore
-// ~app1:* for the keys and &app1:redlock:release:* for the hand-off:
-// Redis matches a pattern subscription literally against the channel
-// patterns of an ACL, so &app1:* lets Unlock announce but not waiters
-// subscribe, and they fall back to their retry delay (see
-// docs/security.md).
+// WithKeyPrefix puts p in front of every key and channel the library
+// touches, so that applications can share nodes under ACL users confined
+// to their prefix (docs/security.md has the ACL). Everything the API
+// returns or reports names keys as the caller gave them; only the nodes
+// see p+key. A Client's option only, since Extend, Unlock and the
+// release subscriptions must agree on it.
 //
-// Everything the API returns or reports names the keys as the caller
-// gave them, unprefixed: Lock.Key and Keys, QuorumError.Keys, the
-// observer's Events. Only the nodes see p+k; tools that read them
-// directly (redlock status --key) need the stored key. A multi-key lock's
-// keys are checked for a Redis Cluster slot with the prefix applied.
-//
-// It applies to a Client (given to New or NewMultiLock); a single call
-// may not change it (ErrInvalid), since Extend, Unlock and the Client's
-// release subscriptions must all agree on it. p must not contain "{" or
-// "}", which would change the hash tag, and so the Redis Cluster slot, of
-// the keys (ErrInvalid). Default: "", no prefix.
+// p must not contain "{" or "}" (it would change the keys' Redis Cluster
+// slot), else ErrInvalid. Default: "", no prefix. Details:
+// docs/api.md#withkeyprefix.
 func WithKeyPrefix(p string) Option {
 	return clientOpt(func(c *config) {
 		if strings.ContainsAny(p, "{}") {

@@ -43,24 +43,15 @@ func (c *Client) pathFamily(path string, opts []LockOption) (*family, *config, e
 }
 
 // TryLockPath makes one attempt to lock the folder path for ttl on a
-// quorum of nodes. Paths are "/"-separated components; "a/b" and
-// "/a/b/" are the same folder. A path lock conflicts with a live lock of
-// another owner on the same path, on any ancestor, or on any descendant,
-// by whole components: "a/b" conflicts with "a", "a/b" and "a/b/c", not
-// with "a/bc", "a/b-1", "a/.b" or the sibling "a/c".
+// quorum of nodes. "a/b" and "/a/b/" are one folder; a path lock
+// conflicts with another owner's live lock on the path, an ancestor or a
+// descendant, by whole components ("a/b" with "a" and "a/b/c", not
+// "a/bc"). An attempt costs O(depth) reads per node however many locks
+// are held. Key returns the normalized path.
 //
-// An attempt costs O(depth) key reads on each node, however many locks
-// are held: each folder keeps, beside its holder key, an intention record
-// of the live locks below it (with their expiry, on the node's own
-// clock), so a held descendant is seen at its ancestor without a scan. A
-// lock whose holder vanished stops blocking once its lease expires.
-// On a Redis Cluster node every key of one tree shares a hash slot: the
-// first component is the hash tag (see KeyName("path", path)).
-//
-// The returned *Lock is like TryLock's: Key returns the normalized path.
-// Errors are those of TryLock, and ErrInvalid for an empty path, an
-// empty component ("a//b"), a "." or ".." component, WithFencing, or a
-// tree a sharded node cannot keep in one slot.
+// Errors are those of TryLock, and ErrInvalid for an empty path or
+// component, a "." or ".." component, WithFencing, or a tree a sharded
+// node cannot keep in one slot. Details: docs/api.md#clienttrylockpath.
 func (c *Client) TryLockPath(ctx context.Context, path string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	f, cfg, err := c.pathFamily(path, opts)
 	if err != nil {

@@ -155,29 +155,17 @@ func (c *Client) callConfig(opts []LockOption) (*config, error) {
 	return &cfg, nil
 }
 
-// TryLock makes one attempt to acquire key for ttl on a quorum of nodes.
-// It does not join the key's wait queue: it wins only a key that is free
-// at that moment, and so rarely while Lock calls wait (see Lock).
-//
-// It returns a *Lock whose Validity is ttl - elapsed - drift. It returns
-// within the per-node timeout (default ttl/20, clamped to [5ms, 200ms];
-// see WithNodeTimeout) or when ctx is done, whichever is first.
+// TryLock makes one attempt to acquire key for ttl on a quorum of nodes,
+// without joining the key's wait queue. The *Lock's Validity is
+// ttl - elapsed - drift. It returns within the per-node timeout (default
+// ttl/20 in [5ms, 200ms], WithNodeTimeout) or when ctx is done. Every
+// failed attempt releases what it may have taken, even when cancelled.
 //
 // Errors: ErrInvalid for a nil ctx, an empty key, or a ttl that leaves
-// less than 1ms of validity after drift; for a failed attempt, an error
-// matching ErrNotObtained and its reason: ErrContended (other owners hold
-// the key), ErrUnreachable (nodes failed), ErrExpired (won too late), or
-// ctx.Err() (ctx done: errors.Is(err, context.Canceled) works). Every
-// failed attempt releases what it may have taken, even when ctx was
-// cancelled.
-//
-// A key that holds a value none of the library's lock kinds writes (a
-// set, a list, a hash, a stream: the application's own data under the
-// lock's name) fails its node with the server's WRONGTYPE error, a
-// redis.Error in that node's NodeResult.Err, and so counts towards
-// ErrUnreachable, as redsync and node-redlock report it. A value that one
-// of our kinds writes (a string: another owner's token; a sorted set: a
-// semaphore's permits) is contention.
+// no validity after drift; else ErrNotObtained and its reason:
+// ErrContended (other owners hold key), ErrUnreachable (nodes failed, a
+// foreign value type at key included), ErrExpired (won too late) or
+// ctx.Err(). Details: docs/api.md#clienttrylock.
 func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	if key == "" {
 		return nil, invalidf("empty key")
@@ -197,34 +185,16 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 }
 
 // Lock acquires key for ttl like TryLock, retrying after a jittered delay
-// (WithRetryDelay, default 50ms ± 50%) until it wins, ctx is done, or the
-// retry budget (WithMaxTries, default: none; a check-in at the wait queue
-// counts as a try) is spent. Once it finds the key held it waits in the
-// key's wait queue and retries as soon as an Unlock names it (WithHandoff,
-// default on): one waiter is woken per release, Clients are served first
-// come first served and a Client's goroutines in arrival order, and a
-// newcomer that finds the key free may still take it first
-// (docs/contention.md). The queue is a hint on one node: safety never
-// rests on it, and without it Lock retries as before. On a key
-// that read locks hold (TryRLock), each refused attempt marks the key for
-// three retry delays (at least 100ms) plus the per-node timeout, or until
-// ctx's deadline if that is sooner (at least 100ms), and new readers wait
-// while the mark lasts, so that overlapping readers cannot keep Lock out
-// for good.
+// (WithRetryDelay, default 50ms ± 50%) until it wins, ctx is done or the
+// retry budget (WithMaxTries, default none) is spent. A call that finds
+// the key held waits in the key's queue and is woken by the release
+// (WithHandoff, default on; docs/contention.md).
 //
 // Errors are those of TryLock. When ctx ends the wait, the error matches
-// ErrNotObtained, ctx.Err() and the reason of the last attempt that
-// completed (ErrContended, ErrUnreachable, ...), so that a deadline
-// still says whether the lock was held or the nodes were down; its
-// *QuorumError lists that attempt's answers. When ctx ends before any
-// attempt completed, it matches ErrNotObtained and ctx.Err() only; and
-// ErrContended too when the call waited behind another of its Client's
-// calls on the key, or its check-ins at the wait queue found it held. Bad
-// input and a misconfigured node set (ErrInvalid) are returned at once,
-// without retrying, and so is an attempt that values of a foreign type
-// at the key (see TryLock) alone made lose: more nodes failed with
-// WRONGTYPE than the quorum can spare (ErrUnreachable). A node that is
-// down, or fewer such nodes, are retried.
+// ErrNotObtained, ctx.Err() and the last completed attempt's reason, so a
+// deadline still tells held from down. Bad input (ErrInvalid), and an
+// attempt lost to values of a foreign type at the key, return at once.
+// Details: docs/api.md#clientlock.
 func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	if key == "" {
 		return nil, invalidf("empty key")
@@ -367,25 +337,15 @@ const closeWait = 2 * releaseTimeout
 // between goroutines, with no I/O.
 const giveBackWait = 100 * time.Millisecond
 
-// Close ends the client's background work and waits for it, so that a
-// process may exit right after it: the releases still in flight (see
-// Unlock) get up to 250ms to be answered, then the releases still being
-// retried get one last attempt each, bounded by 250ms per node, and are
-// dropped; their keys expire with their TTL. It ends every
-// auto-extension (AutoExtend, Do, leaderships): those locks end at once, as
-// lost (Done closed, Validity 0, Err matching ErrLockLost and
-// ErrClosed), and their keys expire with their TTL unless released.
-// Last, the connections it held of the go-redis clients' pools are given
-// back (waiting up to 100ms), so that the caller may close those clients
-// next. Close returns within about 850ms in all, even when a stalled
-// node holds a request of a go-redis client that has no read timeout
-// (that request's goroutine then ends with it). Locks already held can
-// still be extended and unlocked (and leaderships resigned), but a
-// release that fails after Close is not retried, and new acquisitions
-// return an error matching ErrClosed (and ErrInvalid). It closes the
-// go-redis clients of a Client made by Dial, last, and not those given to
-// New. Close is idempotent and returns nil; on a nil or zero Client it
-// does nothing.
+// Close ends the client's background work and waits for it, so that the
+// process may exit right after: releases in flight get up to 250ms,
+// releases being retried one last attempt, and every auto-extension ends
+// (those locks end as lost, with ErrClosed). It returns within about
+// 850ms even with a stalled node. Held locks can still be extended and
+// unlocked; new acquisitions fail with ErrClosed. It closes the go-redis
+// clients of a Client made by Dial, not those given to New. Idempotent;
+// returns nil; a nil or zero Client does nothing. Details:
+// docs/api.md#clientclose.
 func (c *Client) Close() error {
 	if c == nil || c.closed == nil {
 		return nil

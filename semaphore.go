@@ -26,21 +26,15 @@ func (c *Client) permitFamily(key string, limit int, opts []LockOption) (*family
 }
 
 // TryAcquire makes one attempt to take a permit of the counting semaphore
-// key, which admits at most limit holders at once, for ttl. Each node
-// admits at most limit live permits of key, and a permit must be granted
-// by floor(limit*N/(limit+1))+1 of the N nodes, not a majority (docs/family.md). A
-// permit whose holder vanished stops counting once its lease expires.
-// Every user of a key must pass the same limit.
+// key, which admits at most limit holders at once, for ttl. A permit
+// needs floor(limit*N/(limit+1))+1 of the N nodes, not a majority
+// (docs/family.md), and every user of key must pass the same limit. The
+// *Lock is the permit: Unlock returns it. key holds a sorted set on each
+// node; give the semaphore a key of its own.
 //
-// The returned *Lock is the permit: Unlock returns it, Extend and
-// AutoExtend keep it. The semaphore is a sorted set at key on each node
-// (token to expiry on the node's clock, and a member recording the
-// limit); use a key of its own.
-//
-// Errors are those of TryLock (ErrContended when limit permits are
-// held), and ErrInvalid for an empty key, limit < 1, WithFencing, or a
-// limit that differs from the one the live permits of key were taken
-// under (Acquire does not retry it).
+// Errors are those of TryLock (ErrContended when limit permits are held),
+// and ErrInvalid for an empty key, limit < 1, WithFencing, or a limit
+// other than the live permits'. Details: docs/api.md#clienttryacquire.
 func (c *Client) TryAcquire(ctx context.Context, key string, limit int, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	f, cfg, err := c.permitFamily(key, limit, opts)
 	if err != nil {
