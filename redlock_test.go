@@ -390,7 +390,7 @@ func BenchmarkTryLockPathUnlock(b *testing.B) {
 }
 
 // BenchmarkTryAcquireUnlock is one uncontended TryAcquire (limit 3) +
-// Unlock on 5 nodes: a permit needs SemaphoreQuorum(5, 3) = 4 of them.
+// Unlock on 5 nodes: a permit needs floor(3*5/4)+1 = 4 of them.
 func BenchmarkTryAcquireUnlock(b *testing.B) {
 	benchCycles(b, "", func(ctx context.Context, c *redlock.Client, key string) (*redlock.Lock, error) {
 		return c.TryAcquire(ctx, key, 3, benchTTL)

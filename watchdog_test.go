@@ -366,7 +366,7 @@ func TestAutoExtendLostEndsValidity(t *testing.T) {
 				require.NoError(t, c.Del(ctx, l.Key()).Err())
 			}
 		}, "key missing on 2 of 3 nodes"},
-		// Limit 2 on 3 nodes needs all 3 (SemaphoreQuorum): one node
+		// Limit 2 on 3 nodes needs all 3 (floor(kN/(k+1))+1): one node
 		// without the permit makes the quorum impossible.
 		{"semaphore permit, quorum of 3", func(c *redlock.Client, k string) (*redlock.Lock, error) {
 			return c.TryAcquire(ctx, k, 2, ttl)

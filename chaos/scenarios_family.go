@@ -28,7 +28,7 @@ const (
 )
 
 // familyLimit is the semaphore scenario's limit. With 5 nodes a permit
-// needs redlock.SemaphoreQuorum(5, 2) = 4 grants: one node may be out at
+// needs floor(2*5/3)+1 = 4 grants: one node may be out at
 // a time, so that scenario kills and pauses one after the other.
 const familyLimit = 2
 

@@ -61,7 +61,7 @@ const (
 const electionStepShare = 6
 
 // electionName returns the name of election i of the run: under the run's
-// prefix, so that its key (redlock.ElectionKey) is found by the leftover
+// prefix, so that its key (redlock.KeyName "election") is found by the leftover
 // check.
 func (s *stressRun) electionName(i int) string { return fmt.Sprintf("%se%d", s.prefix, i) }
 

@@ -732,7 +732,7 @@ func (s *stressRun) checkLeftovers() int {
 // node: the keys under the run's prefix, which include the read-write
 // keys' readers (ReadersKey) and the semaphore, the path tree's
 // holder keys and intention records, which begin with "{" + the tree's
-// root + "}" (PathKey), and the elections' keys (ElectionKey). An
+// root + "}" (KeyName "path"), and the elections' keys (KeyName "election"). An
 // election's history (ElectionTermsKey) is skipped when it has a TTL,
 // as the fence counters are: it is not lock state, and it outlives the
 // leaderships by design (for max(10×ttl, 1 minute)) so that observers

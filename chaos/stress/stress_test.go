@@ -163,7 +163,7 @@ const (
 )
 
 // stressSemLimit is the limit of the stress semaphore: on 5 nodes a
-// permit needs SemaphoreQuorum(5, 2) = 4 grants, so one faulty node at a
+// permit needs floor(2*5/3)+1 = 4 grants, so one faulty node at a
 // time still leaves permits to win, two (a process fault and a slowed
 // node) do not.
 const stressSemLimit = 2
