@@ -139,7 +139,8 @@ func (s *stressRun) campaign(ctx context.Context, id int, rng *rand.Rand, lk *st
 	l := ld.Lock()
 	ls := &leading{ld: ld, name: name, values: []string{ld.Value()}}
 	s.publish(name, ld.Lock().Fence(), ld.Value(), pubOK)
-	h := &stressHold{worker: id, lk: lk, l: l, ttl: ttl, attempt: at, acquired: s.clock.Now(), mode: chaos.ModeLeader}
+	h := &stressHold{worker: id, lk: lk, l: l, attempt: at, acquired: s.clock.Now(), mode: chaos.ModeLeader}
+	h.ttl.Store(int64(ttl))
 	h.note("%s won after %v (term %d)", what, took.Round(time.Microsecond), ld.Lock().Fence())
 	s.holdStarted(h)
 	if ld.Lock().Fence() != l.Fence() || ld.Lock().Fence() <= 0 {
@@ -222,7 +223,7 @@ func (s *stressRun) proclaim(ctx context.Context, rng *rand.Rand, h *stressHold,
 		s.publish(ls.name, ld.Lock().Fence(), v, pubUnknown)
 		ls.uncertain = true
 	}
-	s.checkBound(h.worker, fmt.Sprintf("Proclaim, ctx ending after %v", until), time.Since(t0), h.lk.roundWait(h.ttl)+stressSlack)
+	s.checkBound(h.worker, fmt.Sprintf("Proclaim, ctx ending after %v", until), time.Since(t0), h.lk.roundWait(h.maxTTL())+stressSlack)
 	switch {
 	case err == nil:
 		if ld.Value() != v {

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -371,7 +372,7 @@ type stressHold struct {
 	worker   int
 	lk       *stressLocker // the locker that won it
 	l        *redlock.Lock
-	ttl      time.Duration // the longest TTL the lock was taken or extended with
+	ttl      atomic.Int64 // the longest TTL (ns) the lock was taken or extended with: extensions race (dualExtend)
 	attempt  time.Duration
 	acquired time.Duration
 	mode     chaos.Mode // what it holds: "" for an exclusive lock
@@ -426,7 +427,8 @@ func (s *stressRun) acquire(ctx context.Context, rng *rand.Rand, a attempt) *str
 		return nil
 	}
 	s.count(a.op + " won")
-	h := &stressHold{worker: a.worker, lk: a.lk, l: l, ttl: a.ttl, attempt: at, acquired: s.clock.Now(), mode: a.mode, limit: a.limit}
+	h := &stressHold{worker: a.worker, lk: a.lk, l: l, attempt: at, acquired: s.clock.Now(), mode: a.mode, limit: a.limit}
+	h.ttl.Store(int64(a.ttl))
 	h.note("%s won after %v (fence %d)", what, took.Round(time.Microsecond), l.Fence())
 	s.holdStarted(h)
 	return h
@@ -463,7 +465,7 @@ func (s *stressRun) hold(ctx context.Context, rng *rand.Rand, h *stressHold) {
 		}
 		h.note("AutoExtend")
 		done = l.Done()
-		d = time.Duration(rng.Int64N(int64(min(2*h.ttl, 1500*time.Millisecond))))
+		d = time.Duration(rng.Int64N(int64(min(2*h.maxTTL(), 1500*time.Millisecond))))
 	}
 	s.act(ctx, l, d, done)
 	released := s.clock.Now()
@@ -534,7 +536,7 @@ func (s *stressRun) dualExtend(ctx context.Context, rng *rand.Rand, h *stressHol
 // timedExtend calls Extend and checks its bound and error.
 func (s *stressRun) timedExtend(ctx context.Context, h *stressHold, ttl time.Duration) error {
 	t0 := time.Now()
-	h.ttl = max(h.ttl, ttl) // sent: it may land whatever the round decides
+	h.raiseTTL(ttl) // sent: it may land whatever the round decides
 	err := h.l.Extend(ctx, ttl)
 	s.checkBound(h.worker, fmt.Sprintf("Extend(%v) of %s", ttl, h.l.Key()), time.Since(t0), h.lk.roundWait(ttl)+stressSlack)
 	if err != nil && !errors.Is(err, redlock.ErrNotHeld) && !isCtxErr(err) {
@@ -553,7 +555,7 @@ func (s *stressRun) unlock(rng *rand.Rand, h *stressHold) {
 		cancel()
 		ctx = c
 	}
-	ttl := h.ttl
+	ttl := h.maxTTL()
 	t0 := time.Now()
 	err := h.l.Unlock(ctx)
 	s.checkBound(h.worker, fmt.Sprintf("Unlock of %s", h.l.Key()), time.Since(t0), h.lk.roundWait(ttl)+stressSlack)
@@ -732,4 +734,17 @@ func (h *stressHold) note(format string, args ...any) {
 // String describes the hold: who, which lock, and what it did.
 func (h *stressHold) String() string {
 	return fmt.Sprintf("worker %d, token %s: %s", h.worker, h.l.Token(), strings.Join(h.log, "; "))
+}
+
+// maxTTL returns the longest TTL h's lock was taken or extended with.
+func (h *stressHold) maxTTL() time.Duration { return time.Duration(h.ttl.Load()) }
+
+// raiseTTL records an extension of h's lock to ttl.
+func (h *stressHold) raiseTTL(ttl time.Duration) {
+	for {
+		old := h.ttl.Load()
+		if int64(ttl) <= old || h.ttl.CompareAndSwap(old, int64(ttl)) {
+			return
+		}
+	}
 }
