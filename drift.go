@@ -127,3 +127,25 @@ func jitter(d time.Duration) time.Duration {
 	}
 	return d/2 + j
 }
+
+// semaphoreQuorum returns how many of nodes must grant a permit so that a
+// semaphore of limit k never has more than k holders: floor(k*N/(k+1)) +
+// 1. It returns 0 when nodes or limit is below 1.
+//
+// Why not a majority: with N = 5 and k = 2, holders A on nodes {0,1,2}, B
+// on {2,3,4} and C on {0,1,3,4} leave no node above 2 permits, yet make 3
+// holders. Proof that q = floor(kN/(k+1)) + 1 is enough: were k+1
+// holders valid at once, each would hold a live permit on q nodes, (k+1)q
+// permits in all, while the N nodes hold at most kN; but (k+1)q > kN.
+// For k = 1 it is the majority N/2+1.
+//
+// What it costs: N - q nodes may be down (or refuse) and permits still be
+// granted. For N = 5: limit 1 tolerates 2, limit 2 or 3 tolerates 1,
+// limit 4 or more tolerates none; for N = 3: limit 1 tolerates 1, limit 2
+// or more none.
+func semaphoreQuorum(nodes, limit int) int {
+	if nodes < 1 || limit < 1 {
+		return 0
+	}
+	return limit*nodes/(limit+1) + 1
+}

@@ -233,3 +233,29 @@ func TestWriterMarkBounds(t *testing.T) {
 		t.Errorf("markFor(bg, max) = %v", m)
 	}
 }
+
+// TestSemaphoreQuorum: the quorum that keeps limit k from admitting k+1
+// holders: floor(kN/(k+1)) + 1.
+func TestSemaphoreQuorum(t *testing.T) {
+	for _, tc := range []struct{ n, k, want int }{
+		{5, 1, 3}, {5, 2, 4}, {5, 3, 4}, {5, 4, 5}, {5, 100, 5},
+		{3, 1, 2}, {3, 2, 3}, {1, 1, 1}, {1, 5, 1}, {7, 2, 5}, {7, 3, 6},
+		{0, 1, 0}, {5, 0, 0}, {-1, 2, 0},
+	} {
+		if got := semaphoreQuorum(tc.n, tc.k); got != tc.want {
+			t.Errorf("semaphoreQuorum(%d, %d): want %d, got %d", tc.n, tc.k, tc.want, got)
+		}
+	}
+	// The bound holds and is tight for every n, k up to 9.
+	for n := 1; n <= 9; n++ {
+		for k := 1; k <= 9; k++ {
+			q := semaphoreQuorum(n, k)
+			if (k+1)*q <= k*n {
+				t.Errorf("n=%d k=%d: q=%d lets %d holders fit", n, k, q, k+1)
+			}
+			if q > 1 && (k+1)*(q-1) > k*n {
+				t.Errorf("n=%d k=%d: q=%d is not the smallest safe quorum", n, k, q)
+			}
+		}
+	}
+}

@@ -39,33 +39,15 @@ var (
 	// out before Extend was called.
 	ErrExpired = errors.New("redlock: validity expired")
 
-	// ErrNodeTimeout is the error of a node that did not answer within the
-	// per-node timeout (see WithNodeTimeout).
-	ErrNodeTimeout = node.ErrNodeTimeout
-
 	// ErrInvalid is matched by every error about bad input: no nodes, nil
 	// or duplicate nodes, empty keys, bad TTLs or options, a nil context,
 	// a nil *Lock.
 	ErrInvalid = wire.ErrInvalid
 
-	// ErrDuplicateNode means two of the nodes given to New are the same
-	// Redis server, which would vote twice. It also matches ErrInvalid.
-	ErrDuplicateNode = errors.New("redlock: duplicate node")
-
 	// ErrStaleFence is returned by FencedSet when the fencing token is not
 	// greater than the highest one the resource has already accepted: a
 	// later holder has written, so this one must stop.
 	ErrStaleFence = errors.New("redlock: stale fencing token")
-
-	// ErrNodeRestarted is the error of a node whose vote was refused by
-	// the restart guard (WithRestartGuard): it restarted too recently to
-	// be trusted to remember the locks it granted.
-	ErrNodeRestarted = node.ErrNodeRestarted
-
-	// ErrNotReplicated is the error of a node whose write reached fewer
-	// replicas than WithReplicas asks within its timeout: the node did
-	// not count for that round. It appears in NodeResult.Err.
-	ErrNotReplicated = node.ErrNotReplicated
 
 	// ErrNoLeader is returned by Election.Leader when enough nodes
 	// answered to tell that nobody leads the election.
@@ -74,6 +56,16 @@ var (
 	// ErrClosed is returned by acquisitions on a Client or MultiLock
 	// after Close. It matches ErrInvalid.
 	ErrClosed = fmt.Errorf("%w: client closed", ErrInvalid)
+)
+
+// errNodeTimeout is the error of a node that did not answer within the
+// per-node timeout (see WithNodeTimeout); errNodeRestarted of a node
+// whose vote the restart guard refused (WithRestartGuard). A node's error
+// in NodeResult.Err says which in its message (as for a write that
+// reached too few replicas, WithReplicas).
+var (
+	errNodeTimeout   = node.ErrNodeTimeout
+	errNodeRestarted = node.ErrNodeRestarted
 )
 
 // Sentinel errors of held locks: how a lock ends.
@@ -91,10 +83,6 @@ var (
 	// ErrHoldLimit is joined to ErrLockLost when auto-extension stopped
 	// because WithMaxExtensions or WithMaxHold was reached.
 	ErrHoldLimit = errors.New("redlock: hold limit reached")
-
-	// ErrAlreadyExtending is returned by AutoExtend on a lock that is
-	// already auto-extended: an earlier AutoExtend's ctx is not done yet.
-	ErrAlreadyExtending = errors.New("redlock: auto-extension already running")
 )
 
 // causeError is an error with one message that matches several errors:
@@ -144,41 +132,26 @@ func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
 }
 
-// NodeStatus is one node's outcome in a round of requests.
-type NodeStatus uint8
-
+// The statuses of a NodeResult (and of a "node" Event).
 const (
-	// NodePending means the node had not answered when the outcome was
-	// decided (the round did not wait for it), or that nothing was sent
-	// to it (the call failed before sending: ctx done, validity gone).
-	NodePending NodeStatus = iota
-	// NodeOK means the node granted, extended or released the lock.
-	NodeOK
-	// NodeTaken means the key is held on the node by another token.
-	NodeTaken
-	// NodeAbsent means the key does not exist on the node (Extend, Unlock).
-	NodeAbsent
-	// NodeFailed means the request failed; NodeResult.Err says why.
-	NodeFailed
+	statusPending = "pending"
+	statusOK      = "ok"
+	statusTaken   = "taken"
+	statusAbsent  = "absent"
+	statusFailed  = "failed"
 )
 
-// String returns the status in lower case: "pending", "ok", "taken",
-// "absent" or "failed".
-func (s NodeStatus) String() string {
-	switch s {
-	case NodePending:
-		return "pending"
-	case NodeOK:
-		return "ok"
-	case NodeTaken:
-		return "taken"
-	case NodeAbsent:
-		return "absent"
-	case NodeFailed:
-		return "failed"
-	}
-	return fmt.Sprintf("NodeStatus(%d)", uint8(s))
+// statusNames names the wire's statuses.
+var statusNames = [...]string{
+	wire.StatusPending: statusPending,
+	wire.StatusOK:      statusOK,
+	wire.StatusTaken:   statusTaken,
+	wire.StatusAbsent:  statusAbsent,
+	wire.StatusFailed:  statusFailed,
 }
+
+// statusOf returns the name of the wire status s.
+func statusOf(s wire.Status) string { return statusNames[s] }
 
 // NodeResult is one node's outcome.
 //
@@ -186,13 +159,18 @@ func (s NodeStatus) String() string {
 // node given to New, whose NodeResult.Node is 0. Addresses are printed as
 // host:port.
 type NodeResult struct {
-	Node    int           // index of the node in the slice given to New (0-based)
-	Addr    string        // the node's address, when the client exposes one
-	Status  NodeStatus    // what the node answered
-	Err     error         // why the request failed, when Status is NodeFailed
+	Node int    // index of the node in the slice given to New (0-based)
+	Addr string // the node's address, when the client exposes one
+	// Status is what the node answered: "ok" (it granted, extended or
+	// released the lock), "taken" (another token holds the key there),
+	// "absent" (the key does not exist there: Extend, Unlock), "failed"
+	// (Err says why), or "pending": it had not answered when the outcome
+	// was decided, or nothing was sent to it (ctx done, validity gone).
+	Status  string
+	Err     error         // why the request failed, when Status is "failed"
 	Latency time.Duration // time from the start of the round to the reply
 	// Holder and HolderTTL: for an acquire that the node refused
-	// (NodeTaken) because one holder has the key (a key lock's holder, a
+	// ("taken") because one holder has the key (a key lock's holder, a
 	// writer refusing a reader, a path's or an ancestor's holder), the
 	// holder's metadata (WithMetadata; "" when it has none) and the
 	// key's remaining time to live on the node (negative when unknown).
@@ -201,14 +179,14 @@ type NodeResult struct {
 	HolderTTL time.Duration
 }
 
-// String describes the outcome on one line: the node's number (from 1)
+// describe says the outcome on one line: the node's number (from 1)
 // and address, its status and, for a failure, the error.
-func (r NodeResult) String() string {
+func (r NodeResult) describe() string {
 	s := fmt.Sprintf("node %d", r.Node+1)
 	if r.Addr != "" {
 		s += " (" + r.Addr + ")"
 	}
-	s += ": " + r.Status.String()
+	s += ": " + r.Status
 	if r.Err != nil {
 		s += ": " + r.Err.Error()
 	}
@@ -229,7 +207,7 @@ func (r NodeResult) String() string {
 // with ctx's error added: it matches both, and Nodes are that attempt's
 // answers, not those of an attempt cut short.
 type QuorumError struct {
-	Op     Op           // OpLock, OpExtend, OpUnlock, or OpFence (WithFencing's second round)
+	Op     string       // "lock", "extend", "unlock", "fence" (WithFencing's second round) or "proclaim"
 	Keys   []string     // the lock's keys
 	Quorum int          // votes needed
 	OK     int          // votes received
@@ -249,7 +227,7 @@ func (e *QuorumError) Error() string {
 	}
 	var b strings.Builder
 	b.WriteString("redlock: ")
-	b.WriteString(string(e.Op))
+	b.WriteString(e.Op)
 	fmt.Fprintf(&b, " %q", strings.Join(e.Keys, ","))
 	if e.waitErr != nil {
 		// "not obtained: context deadline exceeded; last attempt: held
@@ -262,7 +240,7 @@ func (e *QuorumError) Error() string {
 			continue
 		}
 		b.WriteString(": ")
-		if meta, ttl, ok := e.Holder(); ok && r == ErrContended {
+		if meta, ttl, ok := e.holder(); ok && r == ErrContended {
 			// "held by host-a pid 4242 for another 12.3s"
 			b.WriteString("held by ")
 			if meta == "" {
@@ -280,7 +258,7 @@ func (e *QuorumError) Error() string {
 	fmt.Fprintf(&b, " (%d votes, %d needed", e.OK, e.Quorum)
 	for _, n := range e.Nodes {
 		b.WriteString("; ")
-		b.WriteString(n.String())
+		b.WriteString(n.describe())
 	}
 	b.WriteString(")")
 	return b.String()
@@ -297,7 +275,7 @@ func (e *QuorumError) Unwrap() []error {
 	return e.reasons
 }
 
-// Holder returns who holds the key, as the nodes that refused an acquire
+// holder returns who holds the key, as the nodes that refused an acquire
 // of a key lock for contention said: the holder's metadata (WithMetadata;
 // "" when it has none) that most of them reported, and the longest
 // remaining time to live any of them reported for it (negative when
@@ -305,14 +283,14 @@ func (e *QuorumError) Unwrap() []error {
 // not one of contention, or what refused it was no one holder (a
 // semaphore's permits, a path's descendants, a writer waiting for a read
 // lock's readers to leave).
-func (e *QuorumError) Holder() (meta string, ttl time.Duration, ok bool) {
+func (e *QuorumError) holder() (meta string, ttl time.Duration, ok bool) {
 	if e == nil {
 		return "", 0, false
 	}
 	count := map[string]int{}
 	best := -1
 	for _, n := range e.Nodes {
-		if n.Status != NodeTaken || (n.Holder == "" && n.HolderTTL == 0) {
+		if n.Status != statusTaken || (n.Holder == "" && n.HolderTTL == 0) {
 			continue
 		}
 		count[n.Holder]++
@@ -325,7 +303,7 @@ func (e *QuorumError) Holder() (meta string, ttl time.Duration, ok bool) {
 	}
 	ttl = -1
 	for _, n := range e.Nodes {
-		if n.Status == NodeTaken && n.Holder == meta && n.HolderTTL > ttl {
+		if n.Status == statusTaken && n.Holder == meta && n.HolderTTL > ttl {
 			ttl = n.HolderTTL
 		}
 	}
@@ -341,26 +319,12 @@ func showMeta(m string) string {
 	return strconv.Quote(m)
 }
 
-// Failed returns the results of the nodes whose request failed.
-func (e *QuorumError) Failed() []NodeResult {
-	if e == nil {
-		return nil
-	}
-	var out []NodeResult
-	for _, n := range e.Nodes {
-		if n.Status == NodeFailed {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
 // unsentError is the error of a call that failed before sending anything:
-// every node is listed, NodePending.
-func (c *Client) unsentError(op opKind, keys []string, reasons ...error) *QuorumError {
+// every node is listed, statusPending.
+func unsentError(c *Client, op opKind, keys []string, reasons ...error) *QuorumError {
 	e := &QuorumError{Op: opOf(op), Keys: keys, Quorum: c.need, Nodes: make([]NodeResult, len(c.nodes)), reasons: reasons}
 	for i, nd := range c.nodes {
-		e.Nodes[i] = NodeResult{Node: i, Addr: nd.Addr}
+		e.Nodes[i] = NodeResult{Node: i, Addr: nd.Addr, Status: statusPending}
 	}
 	return e
 }
@@ -375,4 +339,59 @@ func (rd *round) resultError(reasons ...error) *QuorumError {
 		Op: opOf(rd.op), Keys: rd.keys, Quorum: rd.need, OK: rd.ok,
 		Nodes: append([]NodeResult(nil), rd.res...), reasons: reasons,
 	}
+}
+
+// errAlreadyExtending is AutoExtend's error on a lock that an earlier
+// AutoExtend, whose ctx is not done yet, already extends: a misuse, so it
+// matches ErrInvalid.
+var errAlreadyExtending = invalidf("auto-extension already running")
+
+// errorLocked builds the error of a lost round. rd.mu must be held.
+func (rd *round) errorLocked(ctxErr error) *QuorumError {
+	e := &QuorumError{
+		Op: opOf(rd.op), Keys: rd.keys, Quorum: rd.need, OK: rd.ok,
+		Nodes: append([]NodeResult(nil), rd.res...),
+	}
+	switch {
+	case rd.op == opAcquire || rd.op == opFence:
+		e.reasons = append(e.reasons, ErrNotObtained)
+	case ctxErr == nil:
+		// A cancelled Extend proves nothing about the lock; anything else
+		// that missed its quorum cannot show the lock is held.
+		e.reasons = append(e.reasons, ErrNotHeld)
+	}
+	if ctxErr != nil {
+		e.reasons = append(e.reasons, ctxErr)
+		return e
+	}
+	if rd.expired {
+		e.reasons = append(e.reasons, ErrExpired)
+		return e
+	}
+	var taken, absent, failed int
+	for _, r := range rd.res {
+		switch r.Status {
+		case statusTaken:
+			taken++
+		case statusAbsent:
+			absent++
+		case statusFailed:
+			failed++
+		}
+	}
+	limit := len(rd.res) - rd.need // the most nodes that may say no
+	switch {
+	case taken+absent > limit:
+		if taken > 0 && (rd.op == opAcquire || rd.op == opFence) {
+			e.reasons = append(e.reasons, ErrContended)
+		}
+	case failed > limit:
+		e.reasons = append(e.reasons, ErrUnreachable)
+	default:
+		if taken > 0 && (rd.op == opAcquire || rd.op == opFence) {
+			e.reasons = append(e.reasons, ErrContended)
+		}
+		e.reasons = append(e.reasons, ErrUnreachable)
+	}
+	return e
 }

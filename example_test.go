@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -204,8 +205,10 @@ func ExampleQuorumError() {
 	var qe *redlock.QuorumError
 	if errors.As(err, &qe) {
 		fmt.Println("unreachable:", errors.Is(err, redlock.ErrUnreachable))
-		for _, n := range qe.Failed() {
-			fmt.Println("node", n.Node+1, n.Status, n.Err)
+		for _, n := range qe.Nodes {
+			if n.Status == "failed" {
+				fmt.Println("node", n.Node+1, n.Status, n.Err)
+			}
 		}
 	}
 	// Output:
@@ -233,10 +236,19 @@ func ExampleLock_Extend() {
 }
 
 func ExampleWithObserver() {
-	// Stats counts; a real program adapts Observer to its metrics library
-	// (see docs/observability.md for the metric names).
-	stats := &redlock.Stats{}
-	locker, err := redlock.Dial(nodeURLs, redlock.WithObserver(stats))
+	// Count rounds by outcome; a real program feeds its metrics library
+	// (extra/redlockprom, extra/redlockotel; docs/observability.md has
+	// the metric names). The func must be safe for concurrent use.
+	var mu sync.Mutex
+	rounds := map[string]int{}
+	observe := func(e redlock.Event) {
+		if e.Kind == "round" {
+			mu.Lock()
+			rounds[e.Op+" "+e.Reason]++
+			mu.Unlock()
+		}
+	}
+	locker, err := redlock.Dial(nodeURLs, redlock.WithObserver(observe))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -254,13 +266,12 @@ func ExampleWithObserver() {
 	printErr("extend", lock.Extend(ctx, 10*time.Second))
 	printErr("unlock", lock.Unlock(ctx))
 
-	s := stats.Snapshot()
-	fmt.Printf("attempts %d, won %d, contended %d\n", s.Attempts, s.Won, s.Contended)
-	fmt.Printf("extensions %d, released %d, lost %d\n", s.Extensions, s.Released, s.Lost)
+	mu.Lock()
+	defer mu.Unlock()
+	fmt.Println(rounds["lock won"], rounds["lock contended"], rounds["extend won"], rounds["unlock won"])
 	// Output:
 	// second attempt contended: true
-	// attempts 2, won 1, contended 1
-	// extensions 1, released 1, lost 0
+	// 1 1 1 1
 }
 
 func ExampleClient_TryLockPath() {
@@ -336,9 +347,8 @@ func ExampleClient_TryAcquire() {
 	ctx := context.Background()
 
 	// At most 2 exports at once. Every user of the key passes the same
-	// limit. With limit 2 a permit needs SemaphoreQuorum(3, 2) = 3 nodes.
+	// limit. With limit 2 a permit needs floor(2*3/3)+1 = 3 of 3 nodes.
 	const limit = 2
-	fmt.Println("nodes needed:", redlock.SemaphoreQuorum(locker.Nodes(), limit))
 	p1, err := locker.TryAcquire(ctx, "exports", limit, 10*time.Second)
 	if err != nil {
 		fmt.Println("not obtained:", err)
@@ -364,25 +374,8 @@ func ExampleClient_TryAcquire() {
 	defer func() { printErr("unlock", p3.Unlock(ctx)) }()
 	fmt.Println("permit taken again after a return")
 	// Output:
-	// nodes needed: 3
 	// third permit refused: true
 	// permit taken again after a return
-}
-
-func ExampleSemaphoreQuorum() {
-	// How many of 5 nodes must grant a permit, and how many may then be
-	// down, for each limit. Limit 1 is the ordinary majority.
-	const nodes = 5
-	for limit := 1; limit <= 5; limit++ {
-		q := redlock.SemaphoreQuorum(nodes, limit)
-		fmt.Printf("limit %d: %d of %d nodes, %d may fail\n", limit, q, nodes, nodes-q)
-	}
-	// Output:
-	// limit 1: 3 of 5 nodes, 2 may fail
-	// limit 2: 4 of 5 nodes, 1 may fail
-	// limit 3: 4 of 5 nodes, 1 may fail
-	// limit 4: 5 of 5 nodes, 0 may fail
-	// limit 5: 5 of 5 nodes, 0 may fail
 }
 
 func ExampleMultiLock() {
@@ -409,7 +402,7 @@ func ExampleMultiLock() {
 		fmt.Println("not obtained:", err)
 		return
 	}
-	fmt.Println("held on all", locker.Nodes(), "nodes")
+	fmt.Println("held on all", locker.Quorum(), "nodes")
 	printErr("unlock", lock.Unlock(ctx))
 
 	// With one node gone no lock can be won, whatever the others say.
@@ -417,8 +410,10 @@ func ExampleMultiLock() {
 	_, err = locker.TryLock(ctx, "ledger:close", 10*time.Second)
 	var qe *redlock.QuorumError
 	if errors.Is(err, redlock.ErrUnreachable) && errors.As(err, &qe) {
-		for _, n := range qe.Failed() {
-			fmt.Println("node", n.Node, n.Status)
+		for _, n := range qe.Nodes {
+			if n.Status == "failed" {
+				fmt.Println("node", n.Node, n.Status)
+			}
 		}
 	}
 	// Output:
@@ -532,8 +527,12 @@ func ExampleClient_Inspect() {
 	_, err = locker.TryLock(ctx, "job:43", 30*time.Second)
 	var qe *redlock.QuorumError
 	if errors.As(err, &qe) {
-		who, _, _ := qe.Holder()
-		fmt.Println("refused, held by", who)
+		for _, n := range qe.Nodes {
+			if n.Status == "taken" {
+				fmt.Println("refused, held by", n.Holder)
+				break
+			}
+		}
 	}
 	printErr("unlock", l.Unlock(ctx))
 	h, _ = locker.Inspect(ctx, "job:43")
@@ -561,7 +560,7 @@ func ExampleElection_Campaign() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println("leader:", info.Value, "same term:", info.Term == lead.Term())
+	fmt.Println("leader:", info.Value, "same term:", info.Term == lead.Lock().Fence())
 
 	printErr("proclaim", lead.Proclaim(ctx, "host-a:v2"))
 	info, _ = e.Leader(ctx)

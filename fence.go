@@ -10,7 +10,7 @@ import (
 
 // Fencing tokens (WithFencing).
 //
-// Every node keeps, beside each lock key k, a counter FenceKey(k) that
+// Every node keeps, beside each lock key k, a counter fenceKey(k) that
 // never expires and never decreases. A fenced acquisition runs:
 //
 //  1. The acquire round (key/acquire_fenced.lua, under internal/wire/scripts). On a node that grants, the
@@ -79,7 +79,7 @@ func quorumFence(res []NodeResult, fences []int64) (f int64, synced bool) {
 	synced = true
 	first := true
 	for i, r := range res {
-		if r.Status != NodeOK {
+		if r.Status != statusOK {
 			continue
 		}
 		if first {
@@ -97,13 +97,13 @@ func quorumFence(res []NodeResult, fences []int64) (f int64, synced bool) {
 // fenceLock completes a won fenced acquisition: it runs the raise round
 // when the winning quorum's counters differ, and sets l.fence. On failure
 // the lock is released and the error matches ErrNotObtained.
-func (c *Client) fenceLock(ctx context.Context, l *Lock, out outcome, cfg *config) error {
+func fenceLock(ctx context.Context, c *Client, l *Lock, out outcome, cfg *config) error {
 	if out.fence <= 0 {
 		_ = l.Unlock(context.WithoutCancel(ctx))
 		return out.rd.resultError(ErrNotObtained, wire.ErrUnexpectedReply(out.fence))
 	}
 	if !out.fenceSynced {
-		fo := c.runReq(ctx, &request{
+		fo := runReq(ctx, c, &request{
 			w:    wire.Request{Op: opFence, Token: l.token, TTL: l.ttl, Fence: out.fence},
 			keys: l.keys, origin: out.start,
 		}, cfg)
@@ -116,21 +116,16 @@ func (c *Client) fenceLock(ctx context.Context, l *Lock, out outcome, cfg *confi
 	return nil
 }
 
-// FencedSet stores value in the resource key on c, a hash with fields
-// "value" and "fence", when fence is greater than every fence the
-// resource has accepted before, and records fence as the highest; a
-// single Lua script does both atomically. Read the value with
+// FencedSet stores value in the resource key on c (a hash with fields
+// "value" and "fence") when fence is greater than every fence the
+// resource has accepted, in one Lua script: the resource side of fencing,
+// which refuses a holder that paused past its validity. c is the Redis
+// that keeps the resource, usually not a lock node; read the value with
 // HGET key value.
 //
-// It is the resource side of fencing: a holder that paused past its
-// validity, and whose lock a later holder took, carries a lower token and
-// is refused. c is the Redis that keeps the resource, usually not one of
-// the lock's nodes.
-//
-// Errors: an error matching ErrStaleFence when fence is not greater than
-// the highest accepted (the write must not happen: a later holder wrote);
+// Errors: ErrStaleFence when fence is not above the highest accepted;
 // ErrInvalid for a nil ctx or c, an empty key or a fence <= 0 (a lock
-// acquired without WithFencing has Fence 0); otherwise the Redis error.
+// taken without WithFencing has Fence 0); otherwise the Redis error.
 func FencedSet(ctx context.Context, c redis.Scripter, key string, fence int64, value any) error {
 	switch {
 	case ctx == nil:
@@ -150,23 +145,7 @@ func FencedSet(ctx context.Context, c redis.Scripter, key string, fence int64, v
 		return wire.ErrUnexpectedReply(vs)
 	}
 	if vs[0] != 1 {
-		return &StaleFenceError{Key: key, Fence: fence, Seen: vs[1]}
+		return fmt.Errorf("%w: %q refused token %d, has seen %d", ErrStaleFence, key, fence, vs[1])
 	}
 	return nil
 }
-
-// StaleFenceError is FencedSet's error when the resource has already
-// accepted a token at least as high. It matches ErrStaleFence.
-type StaleFenceError struct {
-	Key   string // the resource
-	Fence int64  // the token that was refused
-	Seen  int64  // the highest token the resource has accepted
-}
-
-// Error says which token was refused and which one the resource has seen.
-func (e *StaleFenceError) Error() string {
-	return fmt.Sprintf("%v: %q refused token %d, has seen %d", ErrStaleFence, e.Key, e.Fence, e.Seen)
-}
-
-// Unwrap returns ErrStaleFence.
-func (e *StaleFenceError) Unwrap() error { return ErrStaleFence }

@@ -23,7 +23,7 @@ type NodeHealth struct {
 	Addr string // the node's address, when the client exposes one
 	// Err is why the node did not answer: a failed dial (a misspelt
 	// host), a refused AUTH or SELECT (a database index beyond the
-	// server's databases setting), ErrNodeTimeout, ctx's error. nil when
+	// server's databases setting), a node timeout, ctx's error. nil when
 	// it answered.
 	Err     error
 	Latency time.Duration
@@ -79,55 +79,8 @@ type Health struct {
 // the dial timeout of the clients Dial builds.
 const healthWait = time.Second
 
-// Health reads every node once (PING, INFO, CONFIG GET save) and
-// reports, for each, whether it answers and with what error, its server
-// and version, run id and uptime, persistence and eviction settings, role
-// and replicas, and whether it is a server another node already is; then
-// whether a quorum of nodes is healthy, and the findings that weaken
-// safety (see Health.Warnings). It writes nothing, and a node that
-// refuses INFO or CONFIG GET is reported with what is unknown left empty
-// or "unknown", never as an error of the whole report. Like a lock's
-// first round, it identifies nodes by run_id: one server given twice
-// makes the Client refuse every lock (ErrDuplicateNode).
-//
-// It waits for every node until ctx is done, or for 1s when ctx has no
-// deadline.
-//
-// Errors: ErrInvalid for a nil or zero *Client or a nil ctx; ErrClosed
-// after Close; ctx's error when ctx ended before every node answered,
-// returned with the report so far (the nodes not heard from have ctx's
-// error). A node that does not answer is in the report, not an error.
-func (c *Client) Health(ctx context.Context) (Health, error) {
-	switch {
-	case c == nil:
-		return Health{}, invalidf("nil *Client")
-	case len(c.nodes) == 0:
-		return Health{}, invalidf("zero Client: make one with New or Dial")
-	case ctx == nil:
-		return Health{}, invalidf("nil context")
-	case c.isClosed():
-		return Health{}, ErrClosed
-	}
-	wait := healthWait
-	if dl, ok := ctx.Deadline(); ok {
-		wait = time.Until(dl)
-	}
-	h := c.health(ctx, wait)
-	for _, f := range c.findings(&h, true) {
-		h.Warnings = append(h.Warnings, f.String())
-	}
-	if err := ctx.Err(); err != nil {
-		for _, n := range h.Nodes {
-			if n.Err != nil {
-				return h, err // cut short: some node may not have had its chance
-			}
-		}
-	}
-	return h, nil
-}
-
-// health probes every node at once, each for up to wait within ctx.
-func (c *Client) health(ctx context.Context, wait time.Duration) Health {
+// probeHealth probes every node of c at once, each for up to wait within ctx.
+func probeHealth(ctx context.Context, c *Client, wait time.Duration) Health {
 	h := Health{Nodes: make([]NodeHealth, len(c.nodes))}
 	var wg sync.WaitGroup
 	for i, nd := range c.nodes {
@@ -217,10 +170,10 @@ func (f finding) log(l *slog.Logger) {
 
 // findings returns what in h weakens safety; withCount adds the count of
 // nodes, which New logs at once, without I/O.
-func (c *Client) findings(h *Health, withCount bool) []finding {
+func findings(c *Client, h *Health, withCount bool) []finding {
 	var out []finding
 	if withCount {
-		out = c.countFindings()
+		out = countFindings(c)
 	}
 	for _, n := range h.Nodes {
 		f := finding{node: n.Node, addr: n.Addr}
@@ -265,7 +218,7 @@ func (c *Client) findings(h *Health, withCount bool) []finding {
 
 // countFindings warns of a Client that cannot spare a single failed
 // node: one or two nodes.
-func (c *Client) countFindings() []finding {
+func countFindings(c *Client) []finding {
 	if len(c.nodes) > 2 {
 		return nil
 	}
@@ -293,13 +246,13 @@ func hint(err error) string {
 // ends the probe, and what it found is then not logged.
 //
 // withCount is false for a MultiLock, which needs every node by design.
-func (c *Client) logStartFindings(withCount bool) {
+func logStartFindings(c *Client, withCount bool) {
 	l := c.cfg.log
 	if l == nil {
 		return
 	}
 	if withCount {
-		for _, f := range c.countFindings() {
+		for _, f := range countFindings(c) {
 			f.log(l)
 		}
 	}
@@ -313,11 +266,11 @@ func (c *Client) logStartFindings(withCount bool) {
 			case <-ctx.Done():
 			}
 		}()
-		h := c.health(ctx, healthWait)
+		h := probeHealth(ctx, c, healthWait)
 		if c.isClosed() {
 			return nil
 		}
-		fs := c.findings(&h, false)
+		fs := findings(c, &h, false)
 		for _, f := range fs {
 			if f.dup && c.dupErr.Load() != nil {
 				continue // logged as an error when it was found (logDuplicate)

@@ -154,7 +154,7 @@ func requireRWGone(t testing.TB, clients []redis.UniversalClient, k string, wait
 	ctx := context.Background()
 	for i, c := range clients {
 		eventually(t, wait, func() bool {
-			return get(t, c, k) == "" && c.Exists(ctx, redlock.ReadersKey(k)).Val() == 0
+			return get(t, c, k) == "" && c.Exists(ctx, redlock.KeyName("readers", k)).Val() == 0
 		}, "node %d keeps %s or its readers key", i+1, k)
 	}
 }
@@ -249,7 +249,7 @@ func cancelAround(t *testing.T, rng *rand.Rand, n int, what string, acquire func
 // nodeKeys returns the keys on the nodes that contain root, as
 // "node i: key = value (pttl d)"; fence counters are left out, as they
 // are not lock state and outlive every lock by design, and so are
-// elections' histories (ElectionTermsKey) that expire: they are not lock
+// elections' histories (KeyName("terms", name)) that expire: they are not lock
 // state either, and outlive a leadership by design so that observers
 // read them; one without a TTL would never go, and is listed.
 func nodeKeys(t testing.TB, clients []redis.UniversalClient, root string) []string {
@@ -502,17 +502,13 @@ func benchHeldKey(b *testing.B) (*redlock.Client, []string) {
 	return rl, keys
 }
 
-// refusals is an Observer that counts the lock rounds refused because the
-// key was held: given to a Client (WithObserver), it lets a test await a
+// refusals counts the lock rounds refused because the key was held:
+// given to a Client (WithObserver(r.observe)), it lets a test await a
 // waiter's refusal (awaitWaiting) instead of sleeping for it.
 type refusals struct{ n atomic.Int64 }
 
-var _ redlock.Observer = (*refusals)(nil)
-
-func (r *refusals) ObserveNode(redlock.NodeEvent) {}
-func (r *refusals) ObserveLock(redlock.LockEvent) {}
-func (r *refusals) ObserveRound(e redlock.RoundEvent) {
-	if e.Op == redlock.OpLock && e.Reason == redlock.ReasonContended {
+func (r *refusals) observe(e redlock.Event) {
+	if e.Kind == "round" && e.Op == "lock" && e.Reason == "contended" {
 		r.n.Add(1)
 	}
 }
@@ -524,4 +520,144 @@ func (r *refusals) awaitWaiting(t testing.TB, clients []redis.UniversalClient, n
 	t.Helper()
 	eventually(t, 10*time.Second, func() bool { return r.n.Load() >= n && subscribed(t, clients, 1) },
 		"want %d refused lock rounds and a waiter subscribed, got %d refused", n, r.n.Load())
+}
+
+// eventObserver is a test's observer: one method per kind of redlock.Event.
+type eventObserver interface {
+	ObserveNode(redlock.Event)
+	ObserveRound(redlock.Event)
+	ObserveLock(redlock.Event)
+}
+
+// observeWith returns the func WithObserver takes, handing each event to
+// o's method of its kind.
+func observeWith(o eventObserver) func(redlock.Event) {
+	return func(e redlock.Event) {
+		switch e.Kind {
+		case "node":
+			o.ObserveNode(e)
+		case "round":
+			o.ObserveRound(e)
+		case "lock":
+			o.ObserveLock(e)
+		}
+	}
+}
+
+// stats counts the library's events with atomics, for tests that await
+// them.
+type stats struct {
+	attempts, won, contended, unreachable, cancelled, expired atomic.Int64
+	nodeErrors, extensions, released, lost                    atomic.Int64
+}
+
+// statsSnapshot is a copy of the counters of a Stats.
+type statsSnapshot struct {
+	Attempts    int64 // acquisition rounds ("lock"), won or not
+	Won         int64 // acquisition rounds won
+	Contended   int64 // acquisition rounds lost to other owners ("contended")
+	Unreachable int64 // acquisition rounds lost to failed nodes ("unreachable")
+	Cancelled   int64 // acquisition rounds cut short by their ctx ("cancelled")
+	Expired     int64 // acquisition rounds won too late ("expired")
+	NodeErrors  int64 // node requests that failed ("failed")
+	Extensions  int64 // extension rounds won
+	Released    int64 // locks ended by Unlock
+	Lost        int64 // locks that Done reported lost
+}
+
+// ObserveNode counts failed node requests.
+func (s *stats) ObserveNode(e redlock.Event) {
+	if e.Status == "failed" {
+		s.nodeErrors.Add(1)
+	}
+}
+
+// ObserveRound counts acquire attempts by outcome, and extensions.
+func (s *stats) ObserveRound(e redlock.Event) {
+	switch e.Op {
+	case "lock":
+		s.attempts.Add(1)
+		switch e.Reason {
+		case "won":
+			s.won.Add(1)
+		case "contended":
+			s.contended.Add(1)
+		case "unreachable":
+			s.unreachable.Add(1)
+		case "cancelled":
+			s.cancelled.Add(1)
+		case "expired":
+			s.expired.Add(1)
+		}
+	case "extend":
+		if e.Reason == "won" {
+			s.extensions.Add(1)
+		}
+	}
+}
+
+// ObserveLock counts released and lost locks.
+func (s *stats) ObserveLock(e redlock.Event) {
+	if e.Lost {
+		s.lost.Add(1)
+	} else {
+		s.released.Add(1)
+	}
+}
+
+// Snapshot returns the current counts.
+func (s *stats) Snapshot() statsSnapshot {
+	return statsSnapshot{
+		Attempts: s.attempts.Load(), Won: s.won.Load(), Contended: s.contended.Load(),
+		Unreachable: s.unreachable.Load(), Cancelled: s.cancelled.Load(), Expired: s.expired.Load(),
+		NodeErrors: s.nodeErrors.Load(), Extensions: s.extensions.Load(),
+		Released: s.released.Load(), Lost: s.lost.Load(),
+	}
+}
+
+// failedNodes returns the results of qe's nodes whose request failed.
+func failedNodes(qe *redlock.QuorumError) []redlock.NodeResult {
+	if qe == nil {
+		return nil
+	}
+	var out []redlock.NodeResult
+	for _, n := range qe.Nodes {
+		if n.Status == "failed" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// lockKeys returns the keys of a lock over several keys.
+func lockKeys(l *redlock.Lock) []string { return strings.Split(l.Key(), ",") }
+
+// deadlineOf returns the instant at which l's Validity reaches zero.
+func deadlineOf(l *redlock.Lock) time.Time { return time.Now().Add(l.Validity()) }
+
+// holderOf returns who holds the key as the nodes that refused qe's
+// acquire said: the metadata most of them reported, the longest TTL any
+// reported for it, and whether any did.
+func holderOf(qe *redlock.QuorumError) (meta string, ttl time.Duration, ok bool) {
+	count := map[string]int{}
+	best := -1
+	for _, n := range qe.Nodes {
+		if n.Status != "taken" || (n.Holder == "" && n.HolderTTL == 0) {
+			continue
+		}
+		count[n.Holder]++
+		if c := count[n.Holder]; c > best || (c == best && n.Holder < meta) {
+			meta, best = n.Holder, c
+		}
+	}
+	if best < 0 {
+		return "", 0, false
+	}
+	ttl = -1
+	for _, n := range qe.Nodes {
+		if n.Status == "taken" && n.Holder == meta && n.HolderTTL > ttl {
+			ttl = n.HolderTTL
+		}
+	}
+	return meta, ttl, true
 }

@@ -8,31 +8,6 @@ import (
 	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
-// HoldState is what a quorum of nodes says of a lock: held, free, or
-// unknown.
-type HoldState uint8
-
-const (
-	// HoldUnknown: too few nodes answered to tell held from free.
-	HoldUnknown HoldState = iota
-	// HoldFree: no holder is on a quorum of nodes, and none can be on the
-	// nodes that did not answer.
-	HoldFree
-	// HoldHeld: a holder is on a quorum of nodes.
-	HoldHeld
-)
-
-// String returns "unknown", "free" or "held".
-func (s HoldState) String() string {
-	switch s {
-	case HoldFree:
-		return "free"
-	case HoldHeld:
-		return "held"
-	}
-	return "unknown"
-}
-
 // Holder is one holder of a lock: a key lock's or a path's owner, a
 // reader of a read lock, a semaphore's permit.
 type Holder struct {
@@ -64,7 +39,10 @@ type NodeHolding struct {
 // Holding is what Inspect found: what a quorum of nodes says of a lock,
 // with each node's answer.
 type Holding struct {
-	State HoldState
+	// State is what a quorum of nodes says: "held" (a holder is on a
+	// quorum), "free" (no holder is on a quorum, and none can be on the
+	// nodes that did not answer) or "unknown" (too few nodes answered).
+	State string
 	// Holders are the holders present on a quorum of nodes: one for a
 	// key or a path lock, the readers of a read lock, the permits of a
 	// semaphore. TTL is what a quorum guarantees: the quorum-th largest
@@ -83,27 +61,28 @@ type Holding struct {
 	Nodes []NodeHolding // one entry per node, in the order given to New
 }
 
+// The states of a Holding.
+const (
+	stateHeld    = "held"
+	stateFree    = "free"
+	stateUnknown = "unknown"
+)
+
 // inspectTimeout is how long Inspect waits for a node without
 // WithNodeTimeout: the longest default per-node timeout.
 const inspectTimeout = maxNodeTimeout
 
-// Inspect reports who holds key, as a quorum of nodes sees it, reading
-// every node once and changing nothing. It works for every kind of lock
-// on key: a key lock (TryLock, Lock), a read lock (its readers), a
-// semaphore (its permits) and, given PathKey(path), a path lock. A free
-// key is a result (HoldFree), not an error; so are too few answers
-// (HoldUnknown, with each node's error in Nodes). It never returns a
-// holder's token: holders are told apart by an opaque ID.
-//
-// Each node is given the per-node timeout (WithNodeTimeout; default
-// 200ms, the longest default per-node timeout), and Inspect returns when
-// every node has answered or that time has passed, or when ctx is done.
-// The key prefix (WithKeyPrefix) applies.
+// Inspect reports who holds key as a quorum of nodes sees it, reading
+// every node once and changing nothing: a key lock, a read lock's
+// readers, a semaphore's permits, or, given KeyName("path", path), a path
+// lock. A free key (State "free") and too few answers (State "unknown")
+// are results, not errors. Holders are told apart by an opaque ID, never
+// by their token. Each node gets the per-node timeout (default 200ms);
+// the key prefix applies.
 //
 // Errors: ErrInvalid for a nil *Client, a nil ctx or an empty key;
-// ErrClosed after Close; ctx's error when ctx is done before the nodes
-// answered.
-func (c *Client) Inspect(ctx context.Context, key string, opts ...Option) (*Holding, error) {
+// ErrClosed after Close; ctx's error when ctx ends first.
+func (c *Client) Inspect(ctx context.Context, key string, opts ...LockOption) (*Holding, error) {
 	if key == "" {
 		return nil, invalidf("empty key")
 	}
@@ -129,7 +108,7 @@ func (c *Client) inspect(ctx context.Context, cfg *config, wk string) (*Holding,
 		timeout = inspectTimeout
 	}
 	start := time.Now()
-	reps, lats, err := c.read(ctx, wire.InspectRequest(len(c.nodes), [3]string{wk, FenceKey(wk), ReadersKey(wk)}), timeout)
+	reps, lats, err := readAll(ctx, c, wire.InspectRequest(len(c.nodes), [3]string{wk, fenceKey(wk), readersKey(wk)}), timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -151,16 +130,6 @@ func (c *Client) inspect(ctx context.Context, cfg *config, wk string) (*Holding,
 		nodes[i] = h
 	}
 	return summarize(nodes, c.need, time.Since(start)), nil
-}
-
-// Inspect reports who holds key among the MultiLock's nodes, as
-// Client.Inspect does, with every node as the quorum: a lock is held
-// when every node holds it.
-func (m *MultiLock) Inspect(ctx context.Context, key string, opts ...Option) (*Holding, error) {
-	if m == nil {
-		return nil, invalidf("nil *MultiLock")
-	}
-	return m.c.Inspect(ctx, key, opts...)
 }
 
 // summarize decides what a quorum of need nodes says, from every node's
@@ -224,13 +193,60 @@ func summarize(nodes []NodeHolding, need int, elapsed time.Duration) *Holding {
 	}
 	switch {
 	case len(held) > 0:
-		h.State = HoldHeld
+		h.State = stateHeld
 		h.Metadata, h.TTL = h.Holders[0].Metadata, h.Holders[0].TTL
 		h.Fence = by[held[0]].fence
 	case !mayHold:
-		h.State = HoldFree
+		h.State = stateFree
 	default:
-		h.State = HoldUnknown
+		h.State = stateUnknown
 	}
 	return h
+}
+
+// Health reads every node once (PING, INFO, CONFIG GET save) and
+// reports, for each, whether it answers and with what error, its server
+// and version, run id and uptime, persistence and eviction settings, role
+// and replicas, and whether it is a server another node already is; then
+// whether a quorum of nodes is healthy, and the findings that weaken
+// safety (see Health.Warnings). It writes nothing, and a node that
+// refuses INFO or CONFIG GET is reported with what is unknown left empty
+// or "unknown", never as an error of the whole report. Like a lock's
+// first round, it identifies nodes by run_id: one server given twice
+// makes the Client refuse every lock (ErrInvalid, "duplicate node").
+//
+// It waits for every node until ctx is done, or for 1s when ctx has no
+// deadline.
+//
+// Errors: ErrInvalid for a nil or zero *Client or a nil ctx; ErrClosed
+// after Close; ctx's error when ctx ended before every node answered,
+// returned with the report so far (the nodes not heard from have ctx's
+// error). A node that does not answer is in the report, not an error.
+func (c *Client) Health(ctx context.Context) (Health, error) {
+	switch {
+	case c == nil:
+		return Health{}, invalidf("nil *Client")
+	case len(c.nodes) == 0:
+		return Health{}, invalidf("zero Client: make one with New or Dial")
+	case ctx == nil:
+		return Health{}, invalidf("nil context")
+	case c.isClosed():
+		return Health{}, ErrClosed
+	}
+	wait := healthWait
+	if dl, ok := ctx.Deadline(); ok {
+		wait = time.Until(dl)
+	}
+	h := probeHealth(ctx, c, wait)
+	for _, f := range findings(c, &h, true) {
+		h.Warnings = append(h.Warnings, f.String())
+	}
+	if err := ctx.Err(); err != nil {
+		for _, n := range h.Nodes {
+			if n.Err != nil {
+				return h, err // cut short: some node may not have had its chance
+			}
+		}
+	}
+	return h, nil
 }

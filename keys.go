@@ -12,6 +12,39 @@ import (
 // lock's keys are the caller's, with the client's key prefix
 // (WithKeyPrefix) put in front on the wire only.
 
+// KeyName returns the name on each node of what the library keeps for
+// name, for a user who inspects the nodes or writes an ACL. kind says
+// what:
+//   - "fence": the fencing counter of the lock key name (WithFencing),
+//     name + ":fence"; it never expires;
+//   - "readers": the readers of a read lock on name, name + ":readers";
+//   - "path": the holder key of a path lock on name, "a/b/c" -> "{a}/b/c";
+//   - "election": the lock key of the election called name,
+//     "redlock:election:" + name; its "fence" counter holds the terms;
+//   - "terms": that election's history, its key + ":terms";
+//   - "release": the pub/sub channel announcing releases of the key
+//     name, "redlock:release:" + name.
+//
+// It returns "" for another kind, or a path TryLockPath refuses. Under
+// WithKeyPrefix(p) every name is stored as p + KeyName(kind, name).
+func KeyName(kind, name string) string {
+	switch kind {
+	case "fence":
+		return fenceKey(name)
+	case "readers":
+		return readersKey(name)
+	case "path":
+		return pathKey(name)
+	case "election":
+		return electionKey(name)
+	case "terms":
+		return electionTermsKey(name)
+	case "release":
+		return releaseChannel(name)
+	}
+	return ""
+}
+
 // nodeKeys returns keys as stored on the nodes: with the key prefix.
 // Without one it returns keys itself.
 func (c *config) nodeKeys(keys []string) []string {
@@ -31,18 +64,18 @@ func prefixKeys(p string, keys []string) []string {
 	return out
 }
 
-// FenceKey returns the key of the per-node fencing counter of key:
+// fenceKey returns the key of the per-node fencing counter of key:
 // key + ":fence". The counter never expires and never decreases; do not
 // write it, and do not use a lock key that ends with ":fence". Under
-// WithKeyPrefix(p) the counter of a lock on key is FenceKey(p + key).
-func FenceKey(key string) string { return key + ":fence" }
+// WithKeyPrefix(p) the counter of a lock on key is fenceKey(p + key).
+func fenceKey(key string) string { return key + ":fence" }
 
 // fenceKeys returns keys followed by their fence counters.
 func fenceKeys(keys []string) []string {
 	out := make([]string, 0, 2*len(keys))
 	out = append(out, keys...)
 	for _, k := range keys {
-		out = append(out, FenceKey(k))
+		out = append(out, fenceKey(k))
 	}
 	return out
 }
@@ -50,17 +83,17 @@ func fenceKeys(keys []string) []string {
 // readersSuffix names a read lock's readers key: key + readersSuffix.
 const readersSuffix = ":readers"
 
-// ReadersKey returns the key of the sorted set in which a read lock on
+// readersKey returns the key of the sorted set in which a read lock on
 // key records its readers on each node: key + ":readers". While readers
 // hold key, key itself holds the value "redlock:readers". Under
-// WithKeyPrefix(p) the readers of key are at ReadersKey(p + key).
-func ReadersKey(key string) string { return key + readersSuffix }
+// WithKeyPrefix(p) the readers of key are at readersKey(p + key).
+func readersKey(key string) string { return key + readersSuffix }
 
-// PathKey returns the key on each node that holds a folder lock on path
+// pathKey returns the key on each node that holds a folder lock on path
 // (the path normalized, its first component as the hash tag): "a/b/c" is
 // held at "{a}/b/c". Intention records of the locks below a folder are at
-// PathKey(path) + "/". It returns "" for a path that TryLockPath refuses.
-func PathKey(path string) string {
+// pathKey(path) + "/". It returns "" for a path that TryLockPath refuses.
+func pathKey(path string) string {
 	comps, err := splitPath(path)
 	if err != nil {
 		return ""
@@ -93,23 +126,23 @@ func pathKeys(comps []string) (holders, belows []string) {
 // electionPrefix is the prefix of the elections' keys.
 const electionPrefix = "redlock:election:"
 
-// ElectionKey returns the key of the lock that holds the election called
+// electionKey returns the key of the lock that holds the election called
 // name (Client.Election): "redlock:election:" + name. Its fencing
-// counter, FenceKey(ElectionKey(name)), holds the terms, and its
-// history, ElectionTermsKey(name), what each leader published. Under
-// WithKeyPrefix(p) the key is p + ElectionKey(name). A lock on name
+// counter, fenceKey(electionKey(name)), holds the terms, and its
+// history, electionTermsKey(name), what each leader published. Under
+// WithKeyPrefix(p) the key is p + electionKey(name). A lock on name
 // never collides with it; do not lock keys that begin with
 // "redlock:election:" yourself.
 //
 // An election's name may not end with ":fence" or ":terms" (ErrInvalid):
 // its key would be another election's fence counter or history.
-func ElectionKey(name string) string { return electionPrefix + name }
+func electionKey(name string) string { return electionPrefix + name }
 
 // termsSuffix names an election's history: its key + termsSuffix.
 const termsSuffix = ":terms"
 
-// ElectionTermsKey returns the key of the history of the election called
-// name on each node: ElectionKey(name) + ":terms", a sorted set with one
+// electionTermsKey returns the key of the history of the election called
+// name on each node: electionKey(name) + ":terms", a sorted set with one
 // member per publication of a leadership (Campaign's, then each
 // Proclaim's), scored by its term, which Observe reads so that it misses
 // no term. Like the fence counter it shares the election key's hash tag,
@@ -117,8 +150,8 @@ const termsSuffix = ":terms"
 // last 64 entries (electionHistoryLen) and sets the key to expire after
 // max(10×ttl, 1 minute) (electionHistoryTTL): unlike the fence counter it
 // does not outlive an idle election. Under WithKeyPrefix(p) the history
-// is at p + ElectionTermsKey(name).
-func ElectionTermsKey(name string) string { return termsKey(ElectionKey(name)) }
+// is at p + electionTermsKey(name).
+func electionTermsKey(name string) string { return termsKey(electionKey(name)) }
 
 // termsKey returns the history key of an election's key as stored.
 func termsKey(key string) string { return key + termsSuffix }
@@ -126,12 +159,12 @@ func termsKey(key string) string { return key + termsSuffix }
 // releasePrefix is the prefix of the release channels.
 const releasePrefix = "redlock:release:"
 
-// ReleaseChannel returns the pub/sub channel on which Unlock announces the
+// releaseChannel returns the pub/sub channel on which Unlock announces the
 // release of key on each node: "redlock:release:" + key. The message is
 // empty, or "r" when the last reader of a read lock on key left. Waiting
 // Lock calls subscribe to it (see WithHandoff); other programs may too. With WithKeyPrefix(p) the channel is
-// p + ReleaseChannel(key).
-func ReleaseChannel(key string) string { return releasePrefix + key }
+// p + releaseChannel(key).
+func releaseChannel(key string) string { return releasePrefix + key }
 
 // A lock over several keys takes all of them on a node in one script call,
 // all or none (see internal/wire/scripts/key/acquire.lua). The helpers here validate the key list
@@ -145,27 +178,6 @@ func ReleaseChannel(key string) string { return releasePrefix + key }
 
 // slotCount is the number of hash slots of a Redis Cluster.
 const slotCount = 16384
-
-// validKeys checks the keys of a multi-key call and returns a copy, so that
-// the caller may reuse its slice while the lock is held. Duplicates are
-// refused: the scripts would count a duplicated key twice, and Unlock
-// would find it already deleted and report the lock as not held.
-func validKeys(keys []string) ([]string, error) {
-	if len(keys) == 0 {
-		return nil, invalidf("no keys")
-	}
-	seen := make(map[string]int, len(keys))
-	for i, k := range keys {
-		if k == "" {
-			return nil, invalidf("empty key at index %d", i)
-		}
-		if j, dup := seen[k]; dup {
-			return nil, invalidf("duplicate key %q at indexes %d and %d", k, j, i)
-		}
-		seen[k] = i
-	}
-	return append([]string(nil), keys...), nil
-}
 
 // sharding is how a node spreads keys over servers. A multi-key script
 // call runs on the server of its first key, so on a sharded node every
@@ -194,8 +206,8 @@ func shardingOf(c redis.UniversalClient) sharding {
 	return shardNone
 }
 
-// sharding returns the strictest sharding among the client's nodes.
-func (c *Client) sharding() sharding {
+// clientSharding returns the strictest sharding among the client's nodes.
+func clientSharding(c *Client) sharding {
 	s := shardNone
 	for _, n := range c.nodes {
 		s = max(s, shardingOf(n.C))
@@ -207,7 +219,7 @@ func (c *Client) sharding() sharding {
 // can take keys, as stored (with the key prefix) and, with fencing, with
 // their fence counters, in one call. A single key without fencing always
 // can.
-func (c *Client) checkSharded(keys []string, cfg *config) error {
+func checkSharded(c *Client, keys []string, cfg *config) error {
 	if c.shard == shardNone || (len(keys) == 1 && !cfg.fencing) {
 		return nil
 	}

@@ -93,14 +93,6 @@ func (l *Lock) Key() string {
 	return strings.Join(l.keys, ",")
 }
 
-// Keys returns the locked keys (for a lock of the family, Key alone).
-func (l *Lock) Keys() []string {
-	if l == nil {
-		return nil
-	}
-	return append([]string(nil), l.shownKeys()...)
-}
-
 // shownKeys returns the keys that errors and observer events name: the
 // lock's keys, or its family's name.
 func (l *Lock) shownKeys() []string {
@@ -123,26 +115,6 @@ func (l *Lock) Token() string {
 	return t
 }
 
-// Metadata returns the metadata stored with the lock (WithMetadata), or
-// "".
-func (l *Lock) Metadata() string {
-	if l == nil {
-		return ""
-	}
-	_, m := wire.SplitValue(l.token)
-	return m
-}
-
-// TTL returns the TTL of the last successful acquire or Extend.
-func (l *Lock) TTL() time.Duration {
-	if l == nil {
-		return 0
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.ttl
-}
-
 // Validity returns the time left in which holding the lock is safe,
 // measured on the monotonic clock: ttl - drift from the start of the last
 // won round (acquire or Extend), minus the time since. It is <= 0 once the
@@ -163,57 +135,18 @@ func (l *Lock) Validity() time.Duration {
 	return time.Until(d)
 }
 
-// Deadline returns the monotonic instant at which Validity reaches zero.
-func (l *Lock) Deadline() time.Time {
-	if l == nil {
-		return time.Time{}
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.deadline
-}
-
 // Extend resets the lock's TTL to ttl on every node that still holds its
-// token (compare-and-pexpire), concurrently, and succeeds when a quorum
-// did. On success Validity is recomputed from Extend's own start:
-// ttl - elapsed - drift.
-//
-// Extends of one lock run one at a time (a second call waits for the
-// first one's round: at most its per-node timeout, or for an
-// auto-extension waiting on silent nodes, until the loss margin; see
-// AutoExtend; or until its own ctx is done), so Validity never
-// promises more than the TTL the last won round set on a quorum, however
-// calls interleave, AutoExtend's included. When an earlier request of
-// the lock failed (it may still land later and set its TTL again), a
-// longer ttl counts only as long as that request's TTL.
+// token (compare-and-pexpire) and succeeds when a quorum did; Validity is
+// then ttl - elapsed - drift from Extend's own start. Extends of one lock
+// run one at a time, so Validity never promises more than the last won
+// round set. A failed Extend never lengthens Validity; when so many nodes
+// found the key missing or another owner's that no quorum can hold it, the
+// lock is lost at once (Validity <= 0, Done closed, Err ErrLockLost).
 //
 // Errors: ErrInvalid for a nil or zero *Lock, a nil ctx or a bad ttl;
-// otherwise a *QuorumError listing every node (reach it with errors.As):
-// matching ctx.Err() when ctx is done before the call, or while the call
-// waited for another extension of the lock to end (nothing is sent,
-// every node is NodePending); matching ErrNotHeld and ErrExpired when
-// Validity had already run out (nothing is sent: the lock must be
-// acquired again), and ErrReleased too after Unlock; matching ErrNotHeld
-// and ErrReleased when Unlock started while the extension was in flight
-// (the extension does not count: Validity stays <= 0); else matching
-// ErrNotHeld (and ErrUnreachable when failed nodes, not missing keys,
-// prevented the quorum, or ErrExpired when the quorum came too late). A
-// failed Extend never lengthens Validity. An Extend to a TTL shorter
-// than Validity has left lowers Validity (and moves Done's closing
-// earlier) as it is sent, not when it returns: it may land on the nodes
-// whatever its round decides.
-//
-// When the nodes that answered that the key holds another owner's token,
-// or is missing, are so many that no quorum can hold the lock (more than
-// N - quorum of them: a node lost its data and granted the key again, or
-// the lock expired), the lock is lost, and the handle says so before
-// Extend returns: Validity falls to <= 0 and stays there, Done closes,
-// and Err returns an error matching ErrLockLost and ErrNotHeld that
-// names the cause (held by another owner, key missing, on how many
-// nodes). Later Extends send nothing and return ErrNotHeld and
-// ErrExpired: the lock must be acquired again. A round that fails for
-// nodes that are down, slow or erroring, with fewer such answers, is no
-// loss: the lock may still be held, and Validity is not cut short.
+// otherwise a *QuorumError matching ErrNotHeld (with ErrExpired,
+// ErrReleased or ErrUnreachable for the cause) or ctx.Err(). Details:
+// docs/api.md#lockextend.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
 		return invalidf("nil *Lock")
@@ -225,18 +158,18 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return l.c.unsentError(opExtend, l.shownKeys(), err)
+		return unsentError(l.c, opExtend, l.shownKeys(), err)
 	}
 	if err := l.lockExt(ctx); err != nil {
 		// ctx ended while an extension in flight held the lock's
 		// rounds: nothing was sent.
-		return l.c.unsentError(opExtend, l.shownKeys(), err)
+		return unsentError(l.c, opExtend, l.shownKeys(), err)
 	}
 	defer l.unlockExt()
 	if err := l.startExtend(ttl); err != nil {
 		return err
 	}
-	return l.endExtend(l.c.run(ctx, opExtend, l, ttl), ttl)
+	return l.endExtend(runRound(ctx, l.c, opExtend, l, ttl), ttl)
 }
 
 // lockExt takes l.extMu, waiting for the extension that holds it (the
@@ -313,9 +246,9 @@ func (l *Lock) startExtendLocked(now time.Time, ttl time.Duration) (left time.Du
 func (l *Lock) unsentExtend(left time.Duration, released bool) error {
 	switch {
 	case released:
-		return l.c.unsentError(opExtend, l.shownKeys(), ErrNotHeld, ErrExpired, ErrReleased)
+		return unsentError(l.c, opExtend, l.shownKeys(), ErrNotHeld, ErrExpired, ErrReleased)
 	case left <= 0:
-		return l.c.unsentError(opExtend, l.shownKeys(), ErrNotHeld, ErrExpired)
+		return unsentError(l.c, opExtend, l.shownKeys(), ErrNotHeld, ErrExpired)
 	}
 	return nil
 }
@@ -357,25 +290,17 @@ func (l *Lock) endExtend(out outcome, ttl time.Duration) error {
 	return out.err
 }
 
-// Unlock releases the lock: it deletes the key on every node where it
-// still holds this lock's token (compare-and-delete), concurrently, and
-// succeeds when a quorum did. It never deletes another holder's key.
+// Unlock releases the lock: compare-and-delete on every node that still
+// holds its token, succeeding when a quorum did; it never deletes another
+// holder's key. ctx's cancellation does not cut it short: it waits for the
+// nodes at most the longer of the per-node timeout and 250ms, and returns
+// at a quorum. A release that fails is retried in the background until
+// the node answers, the key expires, or Client.Close.
 //
-// Unlock is a clean-up and is not cut short by ctx's cancellation: it
-// waits for the nodes at most the longer of the per-node timeout and
-// 250ms instead. It returns as soon as a quorum has
-// released: the other nodes' releases go on in the background, so that a
-// slow or stopped node does not slow every Unlock down. A release that
-// fails (a stopped or unreachable node, an error) is retried in the
-// background until the node answers, the key's TTL has passed, or
-// Client.Close; the caller never waits for that. A process about to exit
-// calls Client.Close, which waits (bounded) for the releases in flight,
-// so that no node keeps the key for its TTL.
-//
-// Errors: ErrInvalid for a nil or zero *Lock or nil ctx; a *QuorumError
-// matching ErrNotHeld when fewer than a quorum still held the token (for
-// example after expiry), with ErrUnreachable when failed nodes were the
-// cause.
+// Errors: ErrInvalid for a nil or zero *Lock or a nil ctx; a
+// *QuorumError matching ErrNotHeld when fewer than a quorum held the
+// token, with ErrUnreachable when failed nodes were the cause. Details:
+// docs/api.md#lockunlock.
 func (l *Lock) Unlock(ctx context.Context) error {
 	if l == nil {
 		return invalidf("nil *Lock")
@@ -394,7 +319,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	l.deadline = time.Time{}    // released: no validity left
 	l.mu.Unlock()
 	l.unlocked.Store(true)
-	out := l.c.run(ctx, opRelease, l, ttl)
+	out := runRound(ctx, l.c, opRelease, l, ttl)
 	if first {
 		l.observeUnlock(ctx, out)
 	}

@@ -102,7 +102,7 @@ func TestNeverDeletesOthers(t *testing.T) {
 	require.Zero(t, qe.OK)
 	for _, r := range qe.Nodes {
 		// absent: l2's SET had not yet landed there
-		require.Contains(t, []redlock.NodeStatus{redlock.NodeTaken, redlock.NodeAbsent, redlock.NodePending}, r.Status, "%v", r)
+		require.Contains(t, []string{"taken", "absent", "pending"}, r.Status, "%v", r)
 	}
 	for i, cl := range clients {
 		eventually(t, 2*time.Second, func() bool { return get(t, cl, k) == l2.Token() }, "node %d: the new holder's key was touched", i)
@@ -153,18 +153,15 @@ func TestValidityAndExtend(t *testing.T) {
 	v := l.Validity()
 	require.Positive(t, v)
 	require.LessOrEqual(t, v, ttl-102*time.Millisecond, "validity leaves the drift allowance")
-	require.Equal(t, ttl, l.TTL())
 
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	err = l.Extend(cctx, time.Minute)
 	require.ErrorIs(t, err, context.Canceled)
 	require.NotErrorIs(t, err, redlock.ErrNotHeld)
-	require.Equal(t, ttl, l.TTL())
 
 	require.NoError(t, l.Extend(ctx, time.Minute))
 	require.Greater(t, l.Validity(), ttl)
-	require.Equal(t, time.Minute, l.TTL())
 	for _, cl := range clients {
 		eventually(t, 2*time.Second, func() bool { return cl.PTTL(ctx, l.Key()).Val() > 50*time.Second }, "a node was not extended")
 	}
@@ -179,13 +176,13 @@ func TestValidityAndExtend(t *testing.T) {
 type ctxKey struct{}
 
 // extendObserver is an Observer that hears only ObserveNode.
-type extendObserver func(redlock.NodeEvent)
+type extendObserver func(redlock.Event)
 
-func (f extendObserver) ObserveNode(e redlock.NodeEvent) { f(e) }
+func (f extendObserver) ObserveNode(e redlock.Event) { f(e) }
 
-func (extendObserver) ObserveRound(redlock.RoundEvent) {}
+func (extendObserver) ObserveRound(redlock.Event) {}
 
-func (extendObserver) ObserveLock(redlock.LockEvent) {}
+func (extendObserver) ObserveLock(redlock.Event) {}
 
 // TestExtendWaitHonoursCtx: with 2 of 3 nodes paused, one Extend waits
 // for them (a per-node timeout of 20s); a second Extend of the same lock,
@@ -204,12 +201,12 @@ func TestExtendWaitHonoursCtx(t *testing.T) {
 	}
 	inFlight := make(chan struct{})
 	var once sync.Once
-	obs := extendObserver(func(e redlock.NodeEvent) {
-		if e.Op == redlock.OpExtend && e.Ctx.Value(ctxKey{}) != nil {
+	obs := extendObserver(func(e redlock.Event) {
+		if e.Op == "extend" && e.Ctx.Value(ctxKey{}) != nil {
 			once.Do(func() { close(inFlight) })
 		}
 	})
-	rl := newClient(t, clients, redlock.WithNodeTimeout(20*time.Second), redlock.WithObserver(obs))
+	rl := newClient(t, clients, redlock.WithNodeTimeout(20*time.Second), redlock.WithObserver(observeWith(obs)))
 	ctx := context.Background()
 	l, err := rl.TryLock(ctx, key(t), time.Minute)
 	require.NoError(t, err)
@@ -243,7 +240,7 @@ func TestExtendWaitHonoursCtx(t *testing.T) {
 	var qe *redlock.QuorumError
 	require.ErrorAs(t, err, &qe)
 	for _, r := range qe.Nodes {
-		require.Equal(t, redlock.NodePending, r.Status, "want nothing sent by the Extend that waited: %v", r)
+		require.Equal(t, "pending", r.Status, "want nothing sent by the Extend that waited: %v", r)
 	}
 	require.Less(t, took, 10*time.Second, "want the waiting Extend back soon after its 100ms ctx, not after the first one's 20s round")
 	select {

@@ -104,7 +104,7 @@ func TestLeaderConnBatchAfterDrop(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotObtained)
 	var qe *QuorumError
 	require.ErrorAs(t, err, &qe)
-	require.Equal(t, NodeTaken, qe.Nodes[0].Status, "want the key taken by its holder, got %v", qe.Nodes[0].Err)
+	require.Equal(t, statusTaken, qe.Nodes[0].Status, "want the key taken by its holder, got %v", qe.Nodes[0].Err)
 	require.NoError(t, p.Unlock(ctx))
 	require.NoError(t, c.Close())
 	requireSettled(t, []redis.UniversalClient{cl})

@@ -26,7 +26,7 @@ func newNodes(clients []redis.UniversalClient, h *node.Host) ([]*node.Node, erro
 		}
 		for j := 0; j < i; j++ {
 			if sameClient(c, clients[j]) {
-				return nil, causef([]error{ErrInvalid, ErrDuplicateNode}, "duplicate node: nodes %d and %d are the same client", j+1, i+1)
+				return nil, causef([]error{ErrInvalid}, "duplicate node: nodes %d and %d are the same client", j+1, i+1)
 			}
 		}
 		// A Sentinel-managed client (NewFailoverClient) has a placeholder
@@ -35,7 +35,7 @@ func newNodes(clients []redis.UniversalClient, h *node.Host) ([]*node.Node, erro
 			o := rc.Options()
 			id := fmt.Sprintf("%s/%d", o.Addr, o.DB)
 			if j, dup := seen[id]; dup {
-				return nil, causef([]error{ErrInvalid, ErrDuplicateNode}, "duplicate node: nodes %d and %d both address %s", j+1, i+1, id)
+				return nil, causef([]error{ErrInvalid}, "duplicate node: nodes %d and %d both address %s", j+1, i+1, id)
 			}
 			seen[id] = i
 		}
@@ -63,7 +63,7 @@ func sameClient(a, b redis.UniversalClient) bool {
 
 // identified records what an INFO server to n returned (info, err); see
 // above.
-func (c *Client) identified(n *node.Node, info string, err error) error {
+func identified(c *Client, n *node.Node, info string, err error) error {
 	var rerr redis.Error
 	if err != nil && !errors.As(err, &rerr) {
 		return err
@@ -79,9 +79,9 @@ func (c *Client) identified(n *node.Node, info string, err error) error {
 			if o != n && o.Identified() && o.RunID == id {
 				// Lower number first, whichever node answered first.
 				a, b := min(o.Idx, n.Idx), max(o.Idx, n.Idx)
-				err := causef([]error{ErrInvalid, ErrDuplicateNode}, "duplicate node: nodes %d and %d are the same server (run_id %s)", a+1, b+1, id)
+				err := causef([]error{ErrInvalid}, "duplicate node: nodes %d and %d are the same server (run_id %s)", a+1, b+1, id)
 				if c.dupErr.CompareAndSwap(nil, &err) {
-					c.logDuplicate(err)
+					logDuplicate(c, err)
 				}
 				return err
 			}

@@ -147,8 +147,8 @@ func TestStoppedNodeBounded(t *testing.T) {
 	var qe *redlock.QuorumError
 	require.ErrorAs(t, err, &qe)
 	for i := 0; i < 3; i++ {
-		require.Equal(t, redlock.NodeFailed, qe.Nodes[i].Status, "node %d", i)
-		require.ErrorIs(t, qe.Nodes[i].Err, redlock.ErrNodeTimeout, "node %d", i)
+		require.Equal(t, "failed", qe.Nodes[i].Status, "node %d", i)
+		require.ErrorIs(t, qe.Nodes[i].Err, node.ErrNodeTimeout, "node %d", i)
 	}
 	for _, n := range nodes[:3] {
 		require.NoError(t, n.Resume())
@@ -303,11 +303,11 @@ func TestDuplicateByRunID(t *testing.T) {
 	require.NoError(t, err, "New does no I/O")
 	k := key(t)
 	_, err = c.TryLock(context.Background(), k, time.Second)
-	require.ErrorIs(t, err, redlock.ErrDuplicateNode)
+	require.ErrorIs(t, err, redlock.ErrInvalid)
 	require.ErrorIs(t, err, redlock.ErrInvalid)
 	require.ErrorContains(t, err, "same server (run_id")
 	_, err = c.Lock(context.Background(), k, time.Second)
-	require.ErrorIs(t, err, redlock.ErrDuplicateNode, "the client stays refused")
+	require.ErrorIs(t, err, redlock.ErrInvalid, "the client stays refused")
 	for _, cl := range clients {
 		eventually(t, time.Second, func() bool { return get(t, cl, k) == "" }, "the refused attempt left a key")
 	}
@@ -602,7 +602,7 @@ func requireNodeFailed(t testing.TB, err error) {
 	var qe *redlock.QuorumError
 	require.ErrorAs(t, err, &qe)
 	for _, n := range qe.Nodes {
-		if n.Status != redlock.NodeFailed || n.Err == nil {
+		if n.Status != "failed" || n.Err == nil {
 			t.Fatalf("node %d: want failed with an error, got %v", n.Node, n)
 		}
 	}
@@ -685,11 +685,11 @@ func TestReplyMalformedAmongRealNodes(t *testing.T) {
 			require.ErrorIs(t, err, redlock.ErrNotObtained)
 			var qe *redlock.QuorumError
 			require.ErrorAs(t, err, &qe)
-			if st := qe.Nodes[2].Status; st != redlock.NodeTaken {
+			if st := qe.Nodes[2].Status; st != "taken" {
 				t.Fatalf("node 2: want taken, got %v", qe.Nodes[2])
 			}
-			if n := qe.Nodes[3]; n.Status != redlock.NodeFailed || n.Err == nil {
-				if n.Status != redlock.NodePending { // the round may decide without it
+			if n := qe.Nodes[3]; n.Status != "failed" || n.Err == nil {
+				if n.Status != "pending" { // the round may decide without it
 					t.Fatalf("node 3 (garbage): want failed with an error, got %v", n)
 				}
 			}
@@ -892,7 +892,7 @@ func restartedNodes(err error) []int {
 	}
 	var out []int
 	for _, r := range qe.Nodes {
-		if errors.Is(r.Err, redlock.ErrNodeRestarted) {
+		if errors.Is(r.Err, node.ErrNodeRestarted) {
 			out = append(out, r.Node)
 		}
 	}
@@ -941,8 +941,8 @@ func TestRestartGuard(t *testing.T) {
 	var qe *redlock.QuorumError
 	require.ErrorAs(t, err, &qe)
 	for _, r := range qe.Nodes {
-		if r.Status != redlock.NodePending { // the round stops at 3 refusals
-			require.ErrorIs(t, r.Err, redlock.ErrNodeRestarted, "fresh nodes are refused: %v", r)
+		if r.Status != "pending" { // the round stops at 3 refusals
+			require.ErrorIs(t, r.Err, node.ErrNodeRestarted, "fresh nodes are refused: %v", r)
 		}
 	}
 	require.GreaterOrEqual(t, len(restartedNodes(err)), 3)
@@ -1264,8 +1264,8 @@ func TestSentinel(t *testing.T) {
 		if err == nil {
 			_, err = rl.TryLock(ctx, key(t), 10*time.Second)
 		}
-		if !errors.Is(err, redlock.ErrDuplicateNode) {
-			t.Fatalf("want ErrDuplicateNode, got %v", err)
+		if !errors.Is(err, redlock.ErrInvalid) {
+			t.Fatalf("want a duplicate-node ErrInvalid, got %v", err)
 		}
 	})
 
@@ -1405,11 +1405,11 @@ func FuzzReply(f *testing.F) {
 			t.Fatalf("want a *QuorumError, got %T: %v", err, err)
 		}
 		switch n := qe.Nodes[0]; n.Status {
-		case redlock.NodeFailed:
+		case "failed":
 			if n.Err == nil {
 				t.Fatalf("want the node's error, got %v", n)
 			}
-		case redlock.NodeTaken:
+		case "taken":
 		default:
 			t.Fatalf("want failed or taken, got %v", n)
 		}

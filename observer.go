@@ -10,129 +10,78 @@ import (
 	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
-// Observer receives what the library does, for metrics and traces. Its
-// methods are called synchronously on the calling goroutine (or a node's
-// request goroutine) and must be fast and safe for concurrent use; hand
-// work to another goroutine if it may block. A panic in them is not
-// recovered. Set one with WithObserver; without one, the library pays a
-// nil check per event.
+// Event is one thing the library did, for metrics and traces, as given
+// to the func set by WithObserver. Kind says which, and which fields are
+// set:
+//   - "node": one node request's outcome, when its reply (or error)
+//     arrives, late replies and clean-up releases included: Op, Node,
+//     Addr, Status, Err, Latency. The replies that decided a round come
+//     before the round.
+//   - "round": an acquire, extend, release or fence round, when its
+//     outcome is decided: Op, Keys, Reason, Start, Duration, Nodes, Err.
+//   - "lock": the end of a lock, at its first Unlock or when Done
+//     reported it lost: Keys, Held, Extensions, Lost, Err.
 //
-// docs/observability.md maps these events to metric names and shows how
-// to feed a metrics library.
-type Observer interface {
-	// ObserveNode is called once per request sent to one node, when its
-	// reply (or error) arrives, including replies that arrive after
-	// their round was decided and the clean-up releases of lost
-	// attempts (Op "unlock"). A node that timed out in a round is
-	// observed when its request finally ends, with its real latency.
-	// Requests never sent (their round was already lost) are not
-	// observed. The replies that decided a round are observed before
-	// the round.
-	ObserveNode(NodeEvent)
-	// ObserveRound is called once per acquire, extend, release or fence
-	// round, when its outcome is decided. A TryLock whose ctx is already
-	// done is observed as a cancelled "lock" round of no duration.
-	ObserveRound(RoundEvent)
-	// ObserveLock is called once when a lock ends: at its first Unlock,
-	// or when Done reports it lost (only for a lock whose Done, Err or
-	// AutoExtend was used: nothing watches the others). A lost lock is
-	// reported while the Lock's state is locked: do not call that Lock's
-	// methods from ObserveLock.
-	ObserveLock(LockEvent)
-}
+// docs/observability.md maps the events to metric names.
+type Event struct {
+	Kind string // "node", "round" or "lock"
+	// Ctx is the context of the call the event belongs to (for a lock
+	// found lost, the acquiring call's, without its cancellation), for
+	// tracing: use its values only. Never nil.
+	Ctx context.Context
+	// Op is what the request or round did: "lock", "extend", "unlock" or
+	// "fence" (the second round of WithFencing).
+	Op   string
+	Keys []string // the lock's keys (a path, read or permit lock: its Key)
 
-// Op names a kind of round or request, in events and QuorumError.
-type Op string
-
-// The kinds of round or request.
-const (
-	OpLock   Op = "lock"   // an acquisition (of any kind of lock)
-	OpExtend Op = "extend" // Extend, and auto-extension
-	OpUnlock Op = "unlock" // Unlock, and the clean-up release of a lost attempt
-	OpFence  Op = "fence"  // the second round of a fenced acquisition (WithFencing)
-	// OpProclaim is a leader's Proclaim (QuorumError.Op only: it is not
-	// a round of the lock and the Observer does not see it).
-	OpProclaim Op = "proclaim"
-)
-
-// NodeEvent is one node request's outcome.
-type NodeEvent struct {
-	// Ctx is the context of the call whose round sent the request
-	// (TryLock, Extend, Unlock, ...), for tracing: a span in it is the
-	// caller's. It is never nil and may be done by now; use its values
-	// only.
-	Ctx     context.Context
-	Op      Op            // "lock", "extend", "unlock" or "fence"
-	Node    int           // the node's index in the list given to New (0-based; messages say Node+1)
+	Node    int           // the node's index in the list given to New (0-based)
 	Addr    string        // the node's address, "" when its client has none
-	Status  NodeStatus    // the node's outcome: NodeOK, NodeTaken, NodeAbsent or NodeFailed
-	Err     error         // set when Status is NodeFailed
+	Status  string        // the node's outcome, as NodeResult.Status
 	Latency time.Duration // from the round's start to the reply; for a clean-up, from its sending
-}
 
-// Reason classifies a round's outcome, for metric labels.
-type Reason string
-
-// Reasons of a round's outcome.
-const (
-	ReasonWon         Reason = "won"
-	ReasonContended   Reason = "contended"
-	ReasonUnreachable Reason = "unreachable"
-	ReasonCancelled   Reason = "cancelled"
-	ReasonExpired     Reason = "expired"
-	ReasonNotHeld     Reason = "not_held"
-)
-
-// RoundEvent is one round's outcome.
-type RoundEvent struct {
-	// Ctx is the context of the call that ran the round, for tracing
-	// (see NodeEvent.Ctx). It is never nil.
-	Ctx      context.Context
-	Op       Op            // "lock", "extend", "unlock" or "fence"
-	Keys     []string      // the lock's keys (a path, read or permit lock: its Key)
-	Reason   Reason        // how it ended: ReasonWon, ReasonContended, ...
-	Start    time.Time     // before the first request was sent
+	// Reason is how a round ended: "won", "contended", "unreachable",
+	// "cancelled", "expired" or "not_held".
+	Reason   string
+	Start    time.Time     // before the round's first request was sent
 	Duration time.Duration // from Start to the decision
-	// Nodes is every node's outcome at the decision (NodePending: no
-	// reply yet; later replies are NodeEvents of their own).
+	// Nodes is every node's outcome at the decision ("pending": no
+	// reply yet; later replies are events of their own).
 	Nodes []NodeResult
-	Err   error // nil when won
+
+	Held       time.Duration // from the acquiring round's start to the end of the lock
+	Extensions int           // the lock's successful extensions
+	Lost       bool          // Done reported the lock lost (Err: ErrLockLost); false for Unlock
+
+	Err error // a node's failure, a round's error (nil when won), Unlock's or the loss's error
 }
 
-// LockEvent reports the end of a lock.
-type LockEvent struct {
-	// Ctx is the context of the call that ended the lock (Unlock), or,
-	// for a lock found lost, of the call that acquired it, without its
-	// cancellation. For tracing; never nil.
-	Ctx        context.Context
-	Keys       []string      // the lock's keys (a path, read or permit lock: its Key)
-	Held       time.Duration // from the acquiring round's start to the end
-	Extensions int           // successful extensions (Extend or auto-extension)
-	// Lost is true when Done reported the lock lost; Err is then Err()'s
-	// error (ErrLockLost). It is false for a release by Unlock, and Err
-	// is Unlock's error: nil when a quorum released it.
-	Lost bool
-	Err  error
-}
+// The kinds of round and request, and the reasons of a round's outcome,
+// as events carry them.
+const (
+	opLockName    = "lock"
+	opUnlockName  = "unlock"
+	reasonWon     = "won"
+	reasonNotHeld = "not_held"
+)
 
 // reasonOf classifies a round error.
-func reasonOf(err error) Reason {
+func reasonOf(err error) string {
 	switch {
 	case err == nil:
-		return ReasonWon
+		return reasonWon
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
-		return ReasonCancelled
+		return "cancelled"
 	case errors.Is(err, ErrExpired):
-		return ReasonExpired
+		return "expired"
 	case errors.Is(err, ErrContended):
-		return ReasonContended
+		return "contended"
 	case errors.Is(err, ErrUnreachable):
-		return ReasonUnreachable
+		return "unreachable"
 	}
-	return ReasonNotHeld
+	return reasonNotHeld
 }
 
-// The calls into the Observer and the logger. Each is reached only when
+// The calls into the observer func and the logger. Each is reached only when
 // one is set, behind a nil check on the hot path.
 
 // observeNode reports node i's reply to its round, and logs the restart
@@ -143,7 +92,7 @@ func (rd *round) observeNode(i int, r wire.Reply, lat time.Duration) {
 	}
 	nd := rd.c.nodes[i]
 	if o := rd.cfg.obs; o != nil && rd.op != opProclaim {
-		o.ObserveNode(NodeEvent{Ctx: rd.parent, Op: opOf(rd.op), Node: i, Addr: nd.Addr, Status: NodeStatus(r.St), Err: r.Err, Latency: lat})
+		o(Event{Kind: "node", Ctx: rd.parent, Op: opOf(rd.op), Node: i, Addr: nd.Addr, Status: statusOf(r.St), Err: r.Err, Latency: lat})
 	}
 	if l := rd.cfg.log; l != nil && nd.Guarded() && rd.op != opRelease {
 		logGuard(l, nd, r)
@@ -153,14 +102,14 @@ func (rd *round) observeNode(i int, r wire.Reply, lat time.Duration) {
 // observeRound reports a decided round.
 func (rd *round) observeRound(out outcome) {
 	if rd.op == opProclaim {
-		return // not a round of the lock (see OpProclaim)
+		return // not a round of the lock: the observer does not see it
 	}
 	var err error
 	if out.err != nil {
 		err = out.err // never a typed nil
 	}
-	rd.cfg.obs.ObserveRound(RoundEvent{
-		Ctx: rd.parent, Op: opOf(rd.op), Keys: rd.keys, Reason: reasonOf(err),
+	rd.cfg.obs(Event{
+		Kind: "round", Ctx: rd.parent, Op: opOf(rd.op), Keys: rd.keys, Reason: reasonOf(err),
 		Start: rd.start, Duration: time.Since(rd.start),
 		Nodes: append([]NodeResult(nil), rd.res...), Err: err,
 	})
@@ -173,7 +122,7 @@ func (rd *round) observeCleanup(nd *node.Node, r wire.Reply, lat time.Duration) 
 		return
 	}
 	if o := rd.cfg.obs; o != nil {
-		o.ObserveNode(NodeEvent{Ctx: rd.parent, Op: OpUnlock, Node: nd.Idx, Addr: nd.Addr, Status: NodeStatus(r.St), Err: r.Err, Latency: lat})
+		o(Event{Kind: "node", Ctx: rd.parent, Op: opUnlockName, Node: nd.Idx, Addr: nd.Addr, Status: statusOf(r.St), Err: r.Err, Latency: lat})
 	}
 	if l := rd.cfg.log; l != nil && r.St == wire.StatusFailed {
 		l.Debug("redlock: clean-up release of a lost attempt failed; the key expires with its TTL",
@@ -185,7 +134,7 @@ func (rd *round) observeCleanup(nd *node.Node, r wire.Reply, lat time.Duration) 
 // and when it stops: once per change, not per request.
 func logGuard(l *slog.Logger, nd *node.Node, r wire.Reply) {
 	switch {
-	case r.St == wire.StatusFailed && errors.Is(r.Err, ErrNodeRestarted):
+	case r.St == wire.StatusFailed && errors.Is(r.Err, errNodeRestarted):
 		if nd.Refused.CompareAndSwap(false, true) {
 			l.Info("redlock: node restarted recently; the restart guard refuses its votes",
 				"node", nd.Idx, "addr", nd.Addr, "err", r.Err)
@@ -198,7 +147,7 @@ func logGuard(l *slog.Logger, nd *node.Node, r wire.Reply) {
 }
 
 // logDuplicate logs that two nodes turned out to be one server.
-func (c *Client) logDuplicate(err error) {
+func logDuplicate(c *Client, err error) {
 	if l := c.cfg.log; l != nil {
 		l.Error("redlock: two nodes are one server; the client refuses every lock", "err", err)
 	}
@@ -212,7 +161,7 @@ func (l *Lock) observeLostLocked(err error) {
 	}
 	held := time.Since(l.acquired)
 	if o := l.cfg.obs; o != nil {
-		o.ObserveLock(LockEvent{Ctx: l.eventCtx(), Keys: l.shownKeys(), Held: held, Extensions: l.extended, Lost: true, Err: err})
+		o(Event{Kind: "lock", Ctx: l.eventCtx(), Keys: l.shownKeys(), Held: held, Extensions: l.extended, Lost: true, Err: err})
 	}
 	if lg := l.cfg.log; lg != nil {
 		lg.Warn("redlock: lock lost", "key", l.Key(), "held", held, "extensions", l.extended, "err", err)
@@ -229,7 +178,7 @@ func (l *Lock) firstUnlockLocked() bool {
 	return !l.released && !l.acquired.IsZero() && (l.w == nil || l.w.err == ErrReleased)
 }
 
-// eventCtx is the context of a LockEvent for a lock found lost: the
+// eventCtx is the context of a "lock" Event for a lock found lost: the
 // acquiring call's, without its cancellation.
 func (l *Lock) eventCtx() context.Context {
 	if l.actx == nil {
@@ -248,12 +197,12 @@ func (l *Lock) observeUnlock(ctx context.Context, out outcome) {
 	if !out.won && out.err != nil {
 		err = out.err
 	}
-	l.cfg.obs.ObserveLock(LockEvent{Ctx: ctx, Keys: l.shownKeys(), Held: time.Since(l.acquired), Extensions: l.Extensions(), Err: err})
+	l.cfg.obs(Event{Kind: "lock", Ctx: ctx, Keys: l.shownKeys(), Held: time.Since(l.acquired), Extensions: l.Extensions(), Err: err})
 }
 
 // logDroppedRetry logs a failed release that will not be retried (after
 // Close, or with too many queued): its key expires with its TTL.
-func (c *Client) logDroppedRetry(nd *node.Node, keys []string) {
+func logDroppedRetry(c *Client, nd *node.Node, keys []string) {
 	if l := c.cfg.log; l != nil {
 		l.Debug("redlock: failed release not retried; the key expires with its TTL",
 			"keys", keys, "node", nd.Idx, "addr", nd.Addr, "closed", c.isClosed())

@@ -16,43 +16,43 @@ import (
 	"github.com/seed543a70bd/redlock/internal/redistest"
 )
 
-// recorder is an Observer that keeps every event, and feeds a Stats too.
+// recorder keeps every event, and counts them (stats) too.
 type recorder struct {
-	redlock.Stats
+	stats
 	mu     sync.Mutex
-	nodes  []redlock.NodeEvent
-	rounds []redlock.RoundEvent
-	locks  []redlock.LockEvent
+	nodes  []redlock.Event
+	rounds []redlock.Event
+	locks  []redlock.Event
 }
 
-var _ redlock.Observer = (*recorder)(nil)
+var _ eventObserver = (*recorder)(nil)
 
-func (r *recorder) ObserveNode(e redlock.NodeEvent) {
-	r.Stats.ObserveNode(e)
+func (r *recorder) ObserveNode(e redlock.Event) {
+	r.stats.ObserveNode(e)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.nodes = append(r.nodes, e)
 }
 
-func (r *recorder) ObserveRound(e redlock.RoundEvent) {
-	r.Stats.ObserveRound(e)
+func (r *recorder) ObserveRound(e redlock.Event) {
+	r.stats.ObserveRound(e)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.rounds = append(r.rounds, e)
 }
 
-func (r *recorder) ObserveLock(e redlock.LockEvent) {
-	r.Stats.ObserveLock(e)
+func (r *recorder) ObserveLock(e redlock.Event) {
+	r.stats.ObserveLock(e)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.locks = append(r.locks, e)
 }
 
 // nodeEvents returns the node events of op so far.
-func (r *recorder) nodeEvents(op redlock.Op) []redlock.NodeEvent {
+func (r *recorder) nodeEvents(op string) []redlock.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []redlock.NodeEvent
+	var out []redlock.Event
 	for _, e := range r.nodes {
 		if e.Op == op {
 			out = append(out, e)
@@ -62,21 +62,21 @@ func (r *recorder) nodeEvents(op redlock.Op) []redlock.NodeEvent {
 }
 
 // roundEvents returns the round events so far.
-func (r *recorder) roundEvents() []redlock.RoundEvent {
+func (r *recorder) roundEvents() []redlock.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]redlock.RoundEvent(nil), r.rounds...)
+	return append([]redlock.Event(nil), r.rounds...)
 }
 
 // lockEvents returns the lock events so far.
-func (r *recorder) lockEvents() []redlock.LockEvent {
+func (r *recorder) lockEvents() []redlock.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]redlock.LockEvent(nil), r.locks...)
+	return append([]redlock.Event(nil), r.locks...)
 }
 
 // lastRound returns the last round event, which must be of op.
-func (r *recorder) lastRound(t testing.TB, op redlock.Op) redlock.RoundEvent {
+func (r *recorder) lastRound(t testing.TB, op string) redlock.Event {
 	t.Helper()
 	rs := r.roundEvents()
 	if len(rs) == 0 {
@@ -90,7 +90,7 @@ func (r *recorder) lastRound(t testing.TB, op redlock.Op) redlock.RoundEvent {
 }
 
 // waitNodeEvents waits until op has n node events and returns them.
-func (r *recorder) waitNodeEvents(t testing.TB, op redlock.Op, n int) []redlock.NodeEvent {
+func (r *recorder) waitNodeEvents(t testing.TB, op string, n int) []redlock.Event {
 	t.Helper()
 	eventually(t, 5*time.Second, func() bool { return len(r.nodeEvents(op)) >= n },
 		"want %d %s node events, got %d", n, op, len(r.nodeEvents(op)))
@@ -101,14 +101,14 @@ func (r *recorder) waitNodeEvents(t testing.TB, op redlock.Op, n int) []redlock.
 func TestObserverLockLifecycle(t *testing.T) {
 	_, cs := cluster(t, 3)
 	rec := &recorder{}
-	rl := newClient(t, cs, redlock.WithObserver(rec))
+	rl := newClient(t, cs, redlock.WithObserver(observeWith(rec)))
 	ctx := context.Background()
 	k := key(t)
 
 	l, err := rl.TryLock(ctx, k, 10*time.Second)
 	require.NoError(t, err)
 	won := rec.lastRound(t, "lock")
-	require.Equal(t, redlock.ReasonWon, won.Reason)
+	require.Equal(t, "won", won.Reason)
 	require.NoError(t, won.Err)
 	require.Equal(t, []string{k}, won.Keys)
 	require.Positive(t, won.Duration)
@@ -119,7 +119,7 @@ func TestObserverLockLifecycle(t *testing.T) {
 	require.Len(t, evs, 3)
 	seen := map[int]bool{}
 	for _, e := range evs {
-		require.Equal(t, redlock.NodeOK, e.Status, "node %d", e.Node)
+		require.Equal(t, "ok", e.Status, "node %d", e.Node)
 		require.NoError(t, e.Err)
 		require.Positive(t, e.Latency, "node %d", e.Node)
 		require.Equal(t, cs[e.Node].(*redis.Client).Options().Addr, e.Addr)
@@ -128,11 +128,11 @@ func TestObserverLockLifecycle(t *testing.T) {
 	require.Len(t, seen, 3, "want one event per node, got %+v", evs)
 
 	require.NoError(t, l.Extend(ctx, 10*time.Second))
-	require.Equal(t, redlock.ReasonWon, rec.lastRound(t, "extend").Reason)
+	require.Equal(t, "won", rec.lastRound(t, "extend").Reason)
 	rec.waitNodeEvents(t, "extend", 3)
 	time.Sleep(10 * time.Millisecond) // a measurable hold
 	require.NoError(t, l.Unlock(ctx))
-	require.Equal(t, redlock.ReasonWon, rec.lastRound(t, "unlock").Reason)
+	require.Equal(t, "won", rec.lastRound(t, "unlock").Reason)
 	rec.waitNodeEvents(t, "unlock", 3)
 
 	ends := rec.lockEvents()
@@ -149,7 +149,7 @@ func TestObserverLockLifecycle(t *testing.T) {
 	require.Len(t, rec.lockEvents(), 1)
 
 	s := rec.Snapshot()
-	want := redlock.StatsSnapshot{Attempts: 1, Won: 1, Extensions: 1, Released: 1}
+	want := statsSnapshot{Attempts: 1, Won: 1, Extensions: 1, Released: 1}
 	require.Equal(t, want, s)
 }
 
@@ -159,7 +159,7 @@ func TestObserverLockLifecycle(t *testing.T) {
 func TestObserverLosses(t *testing.T) {
 	nodes, cs := cluster(t, 3)
 	rec := &recorder{}
-	rl := newClient(t, cs, redlock.WithObserver(rec))
+	rl := newClient(t, cs, redlock.WithObserver(observeWith(rec)))
 	ctx := context.Background()
 
 	t.Run("contended", func(t *testing.T) {
@@ -169,11 +169,11 @@ func TestObserverLosses(t *testing.T) {
 		_, err := rl.TryLock(ctx, k, 10*time.Second)
 		require.ErrorIs(t, err, redlock.ErrContended)
 		e := rec.lastRound(t, "lock")
-		require.Equal(t, redlock.ReasonContended, e.Reason)
+		require.Equal(t, "contended", e.Reason)
 		require.ErrorIs(t, e.Err, redlock.ErrContended)
 		taken := 0
 		for _, n := range rec.waitNodeEvents(t, "lock", 3) {
-			if n.Status == redlock.NodeTaken {
+			if n.Status == "taken" {
 				taken++
 			}
 		}
@@ -185,7 +185,7 @@ func TestObserverLosses(t *testing.T) {
 		cancel()
 		_, err := rl.TryLock(cctx, key(t), 10*time.Second)
 		require.ErrorIs(t, err, context.Canceled)
-		require.Equal(t, redlock.ReasonCancelled, rec.lastRound(t, "lock").Reason)
+		require.Equal(t, "cancelled", rec.lastRound(t, "lock").Reason)
 	})
 
 	t.Run("unreachable", func(t *testing.T) {
@@ -196,11 +196,11 @@ func TestObserverLosses(t *testing.T) {
 		_, err := rl.TryLock(ctx, key(t), 10*time.Second)
 		require.ErrorIs(t, err, redlock.ErrUnreachable)
 		e := rec.lastRound(t, "lock")
-		require.Equal(t, redlock.ReasonUnreachable, e.Reason)
+		require.Equal(t, "unreachable", e.Reason)
 		evs := rec.waitNodeEvents(t, "lock", before+3)[before:]
 		failed := map[int]error{}
 		for _, n := range evs {
-			if n.Status == redlock.NodeFailed {
+			if n.Status == "failed" {
 				failed[n.Node] = n.Err
 			}
 		}
@@ -228,7 +228,7 @@ func TestObserverLostLock(t *testing.T) {
 	rec := &recorder{}
 	var buf syncBuffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	rl := newClient(t, cs, redlock.WithObserver(rec), redlock.WithLogger(log))
+	rl := newClient(t, cs, redlock.WithObserver(observeWith(rec)), redlock.WithLogger(log))
 	ctx := context.Background()
 
 	const ttl = 600 * time.Millisecond
@@ -303,11 +303,9 @@ func (b *syncBuffer) String() string {
 
 func TestWithObserverNil(t *testing.T) {
 	_, cs := cluster(t, 1)
-	_, err := redlock.New(cs, redlock.WithObserver((*redlock.Stats)(nil)))
-	require.ErrorIs(t, err, redlock.ErrInvalid)
-	// A nil interface turns observation off, also for one call.
+	// A nil func turns observation off, also for one call.
 	rec := &recorder{}
-	rl := newClient(t, cs, redlock.WithObserver(rec), redlock.WithLogger(nil))
+	rl := newClient(t, cs, redlock.WithObserver(observeWith(rec)), redlock.WithLogger(nil))
 	l, err := rl.TryLock(context.Background(), key(t), time.Second, redlock.WithObserver(nil))
 	require.NoError(t, err)
 	require.NoError(t, l.Unlock(context.Background()))
@@ -332,7 +330,7 @@ func TestLoggerEvents(t *testing.T) {
 		}
 		rl := newClient(t, append(cs, redistest.Client(t, nodes[1])), redlock.WithLogger(log))
 		_, err := rl.TryLock(ctx, key(t), 10*time.Second)
-		require.ErrorIs(t, err, redlock.ErrDuplicateNode)
+		require.ErrorIs(t, err, redlock.ErrInvalid)
 		require.Contains(t, buf.String(), "level=ERROR")
 		require.Contains(t, buf.String(), "two nodes are one server")
 	})

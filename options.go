@@ -35,9 +35,8 @@ type config struct {
 	replicaWait   time.Duration // WithReplicas's timeout
 	noHandoff     bool          // WithHandoff(false)
 	prefix        string        // WithKeyPrefix; client-wide
-	obs           Observer      // WithObserver; nil: none
+	obs           func(Event)   // WithObserver; nil: none
 	log           *slog.Logger  // WithLogger; nil: silent
-	redis         *redisAdjust  // WithRedisOptions; Dial only
 	err           error
 }
 
@@ -52,12 +51,27 @@ func defaultConfig() config {
 	}
 }
 
+// apply applies a Client's options.
 func (c *config) apply(opts []Option) error {
 	for _, o := range opts {
 		if o == nil {
 			return invalidf("nil Option")
 		}
-		o(c)
+		o.applyClient(c)
+		if c.err != nil {
+			return c.err
+		}
+	}
+	return nil
+}
+
+// applyCall applies a call's options.
+func (c *config) applyCall(opts []LockOption) error {
+	for _, o := range opts {
+		if o == nil {
+			return invalidf("nil LockOption")
+		}
+		o.applyCall(c)
 		if c.err != nil {
 			return c.err
 		}
@@ -73,32 +87,55 @@ func (c *config) timeoutFor(ttl time.Duration) time.Duration {
 	return DefaultNodeTimeout(ttl)
 }
 
-// Option configures a Client or MultiLock (given to New or NewMultiLock)
-// or a single call (given to TryLock, Lock and their variants).
-//
-// One rule for where an option may go: an option of the client as a
-// whole (WithKeyPrefix, WithRestartGuard) given to a call, and an option
-// of one call (WithToken) given to New, are refused with ErrInvalid; so
-// is an option that would change what a call means (WithFencing for the
-// lock family, WithToken for Lock). Options that only shape waiting
-// (WithRetryDelay, WithMaxTries, WithHandoff) are accepted by every call
-// and matter to those that wait (Lock, LockKeys, LockPath, RLock,
-// Acquire, Do); the hold limits matter once the lock is auto-extended.
-type Option func(*config)
+// Option configures a Client: it is given to New, Dial or NewMultiLock.
+// The options of the client as a whole (WithKeyPrefix, WithRestartGuard)
+// are Options only, so that a call cannot be given one.
+type Option interface{ applyClient(*config) }
+
+// LockOption configures one call: an acquisition (TryLock, Lock and
+// their variants, Do), Campaign, Run or Inspect. WithToken is a
+// LockOption only, so that a Client cannot be given one.
+type LockOption interface{ applyCall(*config) }
+
+// SharedOption is an option that both a Client and a call accept: given
+// to New it is the default of every call, given to a call it overrides
+// that default for the call.
+type SharedOption interface {
+	Option
+	LockOption
+}
+
+// The option kinds, by scope.
+type (
+	clientOpt func(*config)
+	callOpt   func(*config)
+	sharedOpt func(*config)
+)
+
+func (f clientOpt) applyClient(c *config) { f(c) }
+func (f callOpt) applyCall(c *config)     { f(c) }
+func (f sharedOpt) applyClient(c *config) { f(c) }
+func (f sharedOpt) applyCall(c *config)   { f(c) }
+
+var (
+	_ Option       = clientOpt(nil)
+	_ LockOption   = callOpt(nil)
+	_ SharedOption = sharedOpt(nil)
+)
 
 // WithDriftFactor sets the share of the TTL allowed for clock drift
 // between this process and the nodes: drift = ttl*f + 2ms, and a lock is
 // valid for ttl - elapsed - drift. Default: 0.01.
 // f must be in [0, 0.5), else New or the call returns an error matching
 // ErrInvalid.
-func WithDriftFactor(f float64) Option {
-	return func(c *config) {
+func WithDriftFactor(f float64) SharedOption {
+	return sharedOpt(func(c *config) {
 		if !(f >= 0 && f < 0.5) {
 			c.err = invalidf("drift factor %v outside [0, 0.5)", f)
 			return
 		}
 		c.driftFactor = f
-	}
+	})
 }
 
 // firstContactTimeout is how long a Client's first round waits for its
@@ -116,84 +153,65 @@ const firstContactTimeout = 250 * time.Millisecond
 const releaseTimeout = 250 * time.Millisecond
 
 // WithNodeTimeout bounds how long a round (acquire, extend, release)
-// waits for each node, whether or not the go-redis client has
-// ContextTimeoutEnabled: a node that has not answered by then counts as
-// failed and the round goes on without it. The request itself is not
-// abandoned: it runs on under the caller's context and the client's own
-// timeouts, and a late grant of a lost round is released. A client's
-// first round waits at least 250ms (its first contacts dial and
-// identify the nodes), and Unlock at least 250ms (a release spends no
-// validity).
+// waits for each node, whether or not the go-redis client honours context
+// deadlines: a node that has not answered by then counts as failed. Its
+// request runs on, and a late grant of a lost round is released. A
+// Client's first round and an Unlock wait at least 250ms. A request that
+// finds a node's queue (4096) full waits for room within this timeout; a
+// node silent for the whole timeout fails it at once.
 //
-// A node's requests queue behind the one it is answering, and go to it
-// together once it has answered. For memory, at most 4096 of them queue
-// per node: a request that finds the queue full waits for room, within
-// this timeout and its ctx, and is never failed for how busy a node
-// that answers is. Only when the node has not answered for this timeout
-// is a request that finds its queue full failed at once, with an error
-// matching ErrNodeTimeout: a stalled node fails requests fast rather
-// than gather them without bound.
-//
-// Default: ttl/20 clamped to [5ms, 200ms]. d must be positive, else
-// ErrInvalid.
-func WithNodeTimeout(d time.Duration) Option {
-	return func(c *config) {
+// Default: ttl/20 clamped to [5ms, 200ms] (DefaultNodeTimeout). d must be
+// positive, else ErrInvalid. Details: docs/api.md#withnodetimeout.
+func WithNodeTimeout(d time.Duration) SharedOption {
+	return sharedOpt(func(c *config) {
 		if d <= 0 {
 			c.err = invalidf("node timeout %v is not positive", d)
 			return
 		}
 		c.nodeTimeout = d
-	}
+	})
 }
 
 // WithRetryDelay sets the mean delay between attempts of Lock; each delay
 // is drawn uniformly from [d/2, 3d/2). Default: 50ms.
 // d must be positive, else ErrInvalid.
-func WithRetryDelay(d time.Duration) Option {
-	return func(c *config) {
+func WithRetryDelay(d time.Duration) SharedOption {
+	return sharedOpt(func(c *config) {
 		if d <= 0 {
 			c.err = invalidf("retry delay %v is not positive", d)
 			return
 		}
 		c.retryDelay = d
-	}
+	})
 }
 
 // WithMaxTries bounds the number of attempts Lock makes before it returns
 // the last attempt's error. Default: 0, no bound: Lock retries until it
 // wins or ctx is done, so give it a ctx with a deadline. n must not be
 // negative, else ErrInvalid.
-func WithMaxTries(n int) Option {
-	return func(c *config) {
+func WithMaxTries(n int) SharedOption {
+	return sharedOpt(func(c *config) {
 		if n < 0 {
 			c.err = invalidf("max tries %d is negative", n)
 			return
 		}
 		c.maxTries = n
-	}
+	})
 }
 
 // minTokenLen is the shortest token WithToken accepts.
 const minTokenLen = 16
 
-// WithToken makes a TryLock use token as the value stored on each node
-// instead of 128 fresh random bits. A holder that persisted its token can
-// so take its lock back after a restart: acquire is idempotent for the
-// same token, counting and refreshing nodes that still hold it. The token
-// must be unique to the holder and at least 16 bytes, else
-// ErrInvalid, and must not begin with "redlock:" (the library's own
-// values), else ErrInvalid. Lock and New reject it (ErrInvalid): retries,
-// or locks, sharing one token could release each other's keys. Do not run
-// two calls with one token at the same time. A failed release of a lock
-// taken with a token is not retried in the background (see Unlock): a
-// retry could delete the key of a later lock that reuses the token, so
-// such a key lives out its TTL on that node. For the same reason, reuse
-// a token only once the earlier lock's release has answered on every
-// node (after Client.Close, or from a new process): a release still held
-// in a stopped node's socket could run after the new acquisition there.
-// Default: a random token per attempt.
-func WithToken(token string) Option {
-	return func(c *config) {
+// WithToken makes a TryLock store token on each node instead of 128 fresh
+// random bits, so that a holder that persisted it can take its lock back
+// after a restart (acquiring again with the same token is idempotent).
+// The token must be unique to its holder, at least 16 bytes, without a
+// NUL byte or the prefix "redlock:", else ErrInvalid; a call that
+// retries (Lock) refuses it with ErrInvalid. Failed releases of such a
+// lock are not retried in the background. Default: a random token per
+// attempt. Details: docs/api.md#withtoken.
+func WithToken(token string) LockOption {
+	return callOpt(func(c *config) {
 		if len(token) < minTokenLen {
 			c.err = invalidf("token of %d bytes is shorter than %d", len(token), minTokenLen)
 			return
@@ -207,36 +225,36 @@ func WithToken(token string) Option {
 			return
 		}
 		c.token = token
-	}
+	})
 }
 
-// MaxMetadata is the most bytes of metadata WithMetadata accepts.
-const MaxMetadata = 4096
+// maxMetadata is the most bytes of metadata WithMetadata accepts.
+const maxMetadata = 4096
 
 // WithMetadata stores meta with the lock on each node, for anyone who
 // asks who holds it (Client.Inspect, and the error of an acquisition
 // that lost to contention): a host, a pid, a job id, a start time. Any
-// bytes, at most MaxMetadata (4 KiB), else ErrInvalid. It lives and dies
+// bytes, at most 4096, else ErrInvalid. It lives and dies
 // with the lock: it is part of the value the lock stores (after its
 // token and a NUL byte), so Extend and auto-extension keep it, Unlock
 // removes it, and it expires with the key; no other key is written. A
 // read lock or a semaphore permit stores it in its member, a path lock
 // in its holder key. Given to New it is the default of every lock of the
 // Client; given to a call it replaces that default. Default: "", none.
-func WithMetadata(meta string) Option {
-	return func(c *config) {
-		if len(meta) > MaxMetadata {
-			c.err = invalidf("metadata of %d bytes is longer than %d", len(meta), MaxMetadata)
+func WithMetadata(meta string) SharedOption {
+	return sharedOpt(func(c *config) {
+		if len(meta) > maxMetadata {
+			c.err = invalidf("metadata of %d bytes is longer than %d", len(meta), maxMetadata)
 			return
 		}
 		c.meta = meta
-	}
+	})
 }
 
 // withMeta sets the metadata without WithMetadata's bound: an election's
-// holds its term as well as a value of up to MaxMetadata bytes.
-func withMeta(meta string) Option {
-	return func(c *config) { c.meta = meta }
+// holds its term as well as a value of up to maxMetadata bytes.
+func withMeta(meta string) LockOption {
+	return callOpt(func(c *config) { c.meta = meta })
 }
 
 // WithMaxExtensions caps the number of extensions that auto-extension
@@ -244,74 +262,61 @@ func withMeta(meta string) Option {
 // validity and Done closes with ErrLockLost and ErrHoldLimit. The Redlock
 // spec advises such a limit. Default: 0, no limit. n must not be
 // negative, else ErrInvalid.
-func WithMaxExtensions(n int) Option {
-	return func(c *config) {
+func WithMaxExtensions(n int) SharedOption {
+	return sharedOpt(func(c *config) {
 		if n < 0 {
 			c.err = invalidf("max extensions %d is negative", n)
 			return
 		}
 		c.maxExtensions = n
-	}
+	})
 }
 
 // WithMaxHold caps how long auto-extension (AutoExtend, Do) keeps a lock:
 // no extension is made that would carry the lock past d after it was
 // acquired. Default: 0, no limit. d must not be negative, else
 // ErrInvalid.
-func WithMaxHold(d time.Duration) Option {
-	return func(c *config) {
+func WithMaxHold(d time.Duration) SharedOption {
+	return sharedOpt(func(c *config) {
 		if d < 0 {
 			c.err = invalidf("max hold %v is negative", d)
 			return
 		}
 		c.maxHold = d
-	}
+	})
 }
 
 // WithFencing makes every acquisition also issue a fencing token,
 // returned by (*Lock).Fence: for successive holders of one key the tokens
 // strictly increase, as long as no node loses its data (see fence.go and
-// the README). Each node keeps a counter per key, FenceKey(key), that
+// the README). Each node keeps a counter per key, KeyName("fence", key), that
 // never expires. The acquire round raises the counters; when the winning
 // quorum's counters differ (after a node missed acquisitions), a second
 // round raises them on a quorum, so TryLock may then take up to twice the
 // per-node timeout. If that round fails the lock is released and the
 // error matches ErrNotObtained. Default: off (Fence returns 0).
-func WithFencing() Option {
-	return func(c *config) { c.fencing = true }
+func WithFencing() SharedOption {
+	return sharedOpt(func(c *config) { c.fencing = true })
 }
 
-// WithRestartGuard makes a node that restarted less than d ago count as a
-// failed vote in acquisitions and extensions (NodeFailed, with an error
-// matching ErrNodeRestarted), enforcing from the client the delayed
-// restart that the Redlock spec requires of nodes that do not fsync every
-// write. A restart shows as a changed run_id or an uptime below d (the
-// uptime is taken one second short, since INFO reports it in whole
-// seconds, so a restarted node votes again between d and d+1s after its
-// start). Choose d at least as long as the largest TTL in use.
+// WithRestartGuard makes a node that restarted less than d ago a failed
+// vote in acquisitions and extensions: the delayed restart the Redlock
+// spec asks of nodes that do not fsync every write. A restart shows as a
+// changed run_id or an uptime below d, read with INFO at first contact and
+// after every new connection. Choose d at least your largest TTL.
 //
-// The guard reads INFO server once per node and again whenever the
-// go-redis client has opened a new connection to it, which every restart
-// forces; it installs a dial-counting hook on each client for that (see
-// internal/node/guard.go for why this cannot miss a restart). It therefore needs
-// *redis.Client nodes, used directly rather than through a clone made by
-// WithTimeout (a clone dials through its parent's hooks, so the guard
-// would never see a restart; New checks this with a dial that is stopped
-// before it connects), and an ACL that allows INFO; a node that refuses
-// INFO never votes.
-//
-// It applies to a Client (given to New); given to a single call it is
-// ignored. Default: 0, off. Errors from New: ErrInvalid when d is
-// negative, a node is not a *redis.Client, or a node's dials do not go
-// through its own hooks (a WithTimeout clone); the error names the node.
+// It needs *redis.Client nodes used directly (not WithTimeout clones) and
+// an ACL that allows INFO. Default: 0, off. Errors from New: ErrInvalid
+// when d is negative or a node cannot be guarded; the error names the
+// node. Details: docs/api.md#withrestartguard.
 func WithRestartGuard(d time.Duration) Option {
-	return func(c *config) {
+	return clientOpt(func(c *config) {
 		if d < 0 {
 			c.err = invalidf("restart guard %v is negative", d)
 			return
 		}
 		c.restartGuard = d
-	}
+	})
 }
 
 // WithReplicas makes every write of a lock's state on a node wait for n
@@ -320,7 +325,7 @@ func WithRestartGuard(d time.Duration) Option {
 // WAIT n timeout on the same connection, in the same pipeline. A node
 // whose write reached fewer than n replicas in time does not count
 // towards the quorum of that round: its reply is a failure whose error
-// matches ErrNotReplicated. A lost attempt releases it as usual.
+// says the write was not replicated. A lost attempt releases it as usual.
 //
 // It is for nodes that are themselves replicated (a master and its
 // replicas, Sentinel-managed, reached through a FailoverClient): without
@@ -348,7 +353,7 @@ func WithRestartGuard(d time.Duration) Option {
 // which would cut the WAIT short (Dial's clients read for 1s unless the
 // URL sets read_timeout).
 func WithReplicas(n int, timeout time.Duration) Option {
-	return func(c *config) {
+	return clientOpt(func(c *config) {
 		switch {
 		case n < 0:
 			c.err = invalidf("WithReplicas: %d replicas is negative", n)
@@ -358,84 +363,66 @@ func WithReplicas(n int, timeout time.Duration) Option {
 			return
 		}
 		c.replicas, c.replicaWait = n, timeout
-	}
+	})
 }
 
 // WithHandoff turns the pub/sub hand-off of Lock on or off. When on, a
 // Lock call that finds the key held subscribes (one pattern subscription
 // per node, shared by the Client's waiting calls and closed when none
 // waits) and retries as soon as Unlock announces the release on
-// ReleaseChannel(key), instead of sleeping out its retry delay; the
+// KeyName("release", key), instead of sleeping out its retry delay; the
 // jittered delay remains the fallback, as messages can be lost (a lock
 // that expires is not announced). A waiting call whose own Client
 // releases the key is woken in process, as soon as the release is sent,
 // with no message. Default: on. Turn it off to spare the
 // extra connection per node while waiting.
-func WithHandoff(on bool) Option {
-	return func(c *config) { c.noHandoff = !on }
+func WithHandoff(on bool) SharedOption {
+	return sharedOpt(func(c *config) { c.noHandoff = !on })
 }
 
-// WithObserver makes the library report what it does to o: every node
-// request, every round and the end of every lock (see Observer, and
-// docs/observability.md for metric names). Stats is a ready-made one.
+// WithObserver makes the library report what it does to fn: every node
+// request, every round and the end of every lock (see Event, and
+// docs/observability.md for metric names). fn is called synchronously
+// on the calling goroutine (or a node's request goroutine): it must be
+// fast and safe for concurrent use, and a panic in it is not recovered.
 // Given to New it applies to every call of the Client; given to a single
 // call, to that call's rounds and to the Lock it returns. nil turns
 // observation off. Default: none, and then observation costs one nil
-// check per event. A nil pointer of a concrete type is rejected with
-// ErrInvalid (its methods would panic on a node goroutine).
-func WithObserver(o Observer) Option {
-	return func(c *config) {
-		if o != nil && isNilPointer(o) {
-			c.err = invalidf("nil %T Observer", o)
-			return
-		}
-		c.obs = o
-	}
+// check per event.
+func WithObserver(fn func(Event)) SharedOption {
+	return sharedOpt(func(c *config) { c.obs = fn })
 }
 
 // WithLogger makes the library log the few events worth a line to l: a
 // lost lock (Warn), a node whose votes the restart guard starts or stops
 // refusing (Info), one server given twice (Error), a failed clean-up
 // release of a lost attempt (Debug), and, given to New or Dial, the
-// configurations that weaken safety (Warn, one line per finding; see New
-// and Client.Health). Nothing is logged per round or per request.
-// Default: nil, silent (slog.Default is not used). Given to a single call
-// it applies to that call's rounds and Lock; a duplicate node is logged
-// with the Client's logger. go-redis's own log lines (a failed dial) go
-// to its process-wide logger, not to l: see docs/operations.md.
-func WithLogger(l *slog.Logger) Option {
-	return func(c *config) { c.log = l }
+// configurations that weaken safety (Warn, one line per finding; see
+// Client.Health). Nothing is logged per round or per request. Default:
+// nil, silent (slog.Default is not used). Given to a single call it
+// applies to that call's rounds and Lock; a duplicate node is logged with
+// the Client's logger. go-redis's own log lines (a failed dial) go to its
+// process-wide logger: see docs/operations.md.
+func WithLogger(l *slog.Logger) SharedOption {
+	return sharedOpt(func(c *config) { c.log = l })
 }
 
-// WithKeyPrefix puts p in front of every key the library touches for a
-// lock, so that several applications can share nodes under ACL users
-// confined to their own prefix: a lock on key k is stored as p+k, its
-// fencing counter is FenceKey(p+k), and its release announcements go to
-// p+ReleaseChannel(k), with waiters subscribed to the pattern
-// p+"redlock:release:*". The ACL for a prefix "app1:" is therefore
-// ~app1:* for the keys and &app1:redlock:release:* for the hand-off:
-// Redis matches a pattern subscription literally against the channel
-// patterns of an ACL, so &app1:* lets Unlock announce but not waiters
-// subscribe, and they fall back to their retry delay (see
-// docs/security.md).
+// WithKeyPrefix puts p in front of every key and channel the library
+// touches, so that applications can share nodes under ACL users confined
+// to their prefix (docs/security.md has the ACL). Everything the API
+// returns or reports names keys as the caller gave them; only the nodes
+// see p+key. A Client's option only, since Extend, Unlock and the
+// release subscriptions must agree on it.
 //
-// Everything the API returns or reports names the keys as the caller
-// gave them, unprefixed: Lock.Key and Keys, QuorumError.Keys, the
-// Observer's events. Only the nodes see p+k; tools that read them
-// directly (redlock status --key) need the stored key. A multi-key lock's
-// keys are checked for a Redis Cluster slot with the prefix applied.
-//
-// It applies to a Client (given to New or NewMultiLock); a single call
-// may not change it (ErrInvalid), since Extend, Unlock and the Client's
-// release subscriptions must all agree on it. p must not contain "{" or
-// "}", which would change the hash tag, and so the Redis Cluster slot, of
-// the keys (ErrInvalid). Default: "", no prefix.
+// p must not contain "{" or "}" (it would change the keys' Redis Cluster
+// slot), else ErrInvalid. Default: "", no prefix. Details:
+// docs/api.md#withkeyprefix.
 func WithKeyPrefix(p string) Option {
-	return func(c *config) {
+	return clientOpt(func(c *config) {
 		if strings.ContainsAny(p, "{}") {
 			c.err = invalidf("key prefix %q contains a hash tag brace", p)
 			return
 		}
 		c.prefix = p
-	}
+	})
 }

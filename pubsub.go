@@ -13,7 +13,7 @@ import (
 
 // Pub/sub hand-off.
 //
-// Unlock's release script publishes on ReleaseChannel(key), on each node
+// Unlock's release script publishes on releaseChannel(key), on each node
 // where it deleted the key; for a key lock of one key, on two of them,
 // the key's queue node, whose message names the next waiter, and the
 // node after it (queue.go). A Lock call that found the key contended

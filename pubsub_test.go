@@ -102,7 +102,7 @@ func TestHandoffInProcess(t *testing.T) {
 	for _, before := range []bool{true, false} {
 		g := &refusalGate{refused: make(chan struct{}), resume: make(chan struct{})}
 		g.hold.Store(before)
-		rl := newClient(t, clients, redlock.WithRetryDelay(time.Minute), redlock.WithObserver(g))
+		rl := newClient(t, clients, redlock.WithRetryDelay(time.Minute), redlock.WithObserver(observeWith(g)))
 		ctx := context.Background()
 		k := "lock:" + key(t)
 		l, err := rl.TryLock(ctx, k, time.Minute)
@@ -134,15 +134,15 @@ func TestHandoffInProcess(t *testing.T) {
 // round on refused and, while hold is set, holds that round's goroutine
 // (the waiting Lock's) until resume is closed.
 type refusalGate struct {
-	redlock.Stats
+	stats
 	hold            atomic.Bool
 	once            sync.Once
 	refused, resume chan struct{}
 }
 
-func (g *refusalGate) ObserveRound(e redlock.RoundEvent) {
-	g.Stats.ObserveRound(e)
-	if e.Op != redlock.OpLock || e.Reason != redlock.ReasonContended {
+func (g *refusalGate) ObserveRound(e redlock.Event) {
+	g.stats.ObserveRound(e)
+	if e.Op != "lock" || e.Reason != "contended" {
 		return
 	}
 	g.once.Do(func() {

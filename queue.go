@@ -49,17 +49,17 @@ import (
 // or nil when the key has no queue: the family, several keys, fencing
 // (its acquire has a script of its own), WithHandoff(false), and a
 // sharded node set where the key's queue would lie in another slot.
-func (c *Client) queued(keys []string, cfg *config, fam *family) bool {
+func queued(c *Client, keys []string, cfg *config, fam *family) bool {
 	if fam != nil || len(keys) != 1 || cfg.fencing || cfg.noHandoff {
 		return false
 	}
-	return c.queueable(keys[0], cfg.prefix)
+	return queueable(c, keys[0], cfg.prefix)
 }
 
 // queueable reports whether a key lock on key (stored after prefix) has
 // a wait queue: always, but on sharded nodes for a key without a hash
 // tag, whose queue key would hash elsewhere.
-func (c *Client) queueable(key, prefix string) bool {
+func queueable(c *Client, key, prefix string) bool {
 	k := prefix + key
 	return c.shard == shardNone || hashTag(k) != k
 }
@@ -206,7 +206,7 @@ func lineKey(keys []string, fam *family) string {
 // key's queue node (key/queue.lua), bounded by the per-node timeout: it
 // joins the queue (or keeps its place), and learns whether the key is
 // free with the call next in line (StatusOK: attempt now).
-func (c *Client) checkIn(ctx context.Context, ln *line, key string, ttl time.Duration, cfg *config) wire.Reply {
+func queueCheckIn(ctx context.Context, c *Client, ln *line, key string, ttl time.Duration, cfg *config) wire.Reply {
 	if ln.ticket == 0 {
 		ln.setTicket(time.Now().UnixMicro())
 	}
@@ -223,7 +223,7 @@ func (c *Client) checkIn(ctx context.Context, ln *line, key string, ttl time.Dur
 	// the request.
 	if !c.spawn(func() error {
 		defer cancel()
-		done <- c.exec(nctx, c.nodes[queueNode(cfg.prefix, key, len(c.nodes))], req)
+		done <- exec(nctx, c, c.nodes[queueNode(cfg.prefix, key, len(c.nodes))], req)
 		return nil
 	}, false) {
 		cancel()

@@ -877,7 +877,7 @@ func TestQueueRandomizedHistory(t *testing.T) {
 					var err error
 					// Calls of one Client with other options share its line
 					// but wait differently: without a queue, or polling faster.
-					var opts []redlock.Option
+					var opts []redlock.LockOption
 					switch rng.IntN(4) {
 					case 0:
 						opts = append(opts, redlock.WithHandoff(false))

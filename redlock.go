@@ -37,7 +37,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seed543a70bd/redlock/internal/node"
-	"github.com/seed543a70bd/redlock/internal/nodeurl"
 	"github.com/seed543a70bd/redlock/internal/wire"
 	"golang.org/x/sync/errgroup"
 )
@@ -90,9 +89,8 @@ type Client struct {
 //
 // New returns an error matching ErrInvalid when nodes is empty, holds a
 // nil client, holds the same client (or the same address and DB) twice
-// (ErrDuplicateNode also matches), an option is out of range, or an
-// option is not New's (WithToken, WithRedisOptions). To build the
-// go-redis clients from URLs, see Dial and NewClients.
+// (its message says "duplicate node"), or an option is out of range. To
+// build the go-redis clients from URLs, see Dial and NewClients.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	return newClient(nodes, 0, opts, false)
 }
@@ -104,8 +102,8 @@ func newClient(clients []redis.UniversalClient, need int, opts []Option, owned b
 	h := &node.Host{
 		Spawn:        c.spawn,
 		Closed:       c.closed,
-		Identified:   c.identified,
-		DroppedRetry: c.logDroppedRetry,
+		Identified:   func(n *node.Node, info string, err error) error { return identified(c, n, info, err) },
+		DroppedRetry: func(nd *node.Node, keys []string) { logDroppedRetry(c, nd, keys) },
 		Jitter:       jitter,
 		FinalWait:    releaseTimeout,
 	}
@@ -116,12 +114,6 @@ func newClient(clients []redis.UniversalClient, need int, opts []Option, owned b
 	cfg := defaultConfig()
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
-	}
-	if cfg.token != "" {
-		return nil, invalidf("WithToken is a per-call option: a token shared by every lock of a client would let them all pass as one holder")
-	}
-	if cfg.redis != nil && !owned {
-		return nil, invalidf("WithRedisOptions applies to Dial, which builds the go-redis clients")
 	}
 	majority := need == 0 // not a MultiLock, which needs every node by design
 	if majority {
@@ -149,22 +141,13 @@ func newClient(clients []redis.UniversalClient, need int, opts []Option, owned b
 	if owned {
 		c.owned = clients
 	}
-	c.shard = c.sharding()
-	c.logStartFindings(majority)
+	c.shard = clientSharding(c)
+	logStartFindings(c, majority)
 	return c, nil
 }
 
-// Nodes returns how many nodes the client votes over (0 for a nil
-// *Client).
-func (c *Client) Nodes() int {
-	if c == nil {
-		return 0
-	}
-	return len(c.nodes)
-}
-
 // Quorum returns how many nodes must agree on a lock: N/2+1 (a
-// semaphore permit needs SemaphoreQuorum, and a MultiLock every node); 0
+// semaphore permit needs more (see TryAcquire), and a MultiLock every node); 0
 // for a nil *Client.
 func (c *Client) Quorum() int {
 	if c == nil {
@@ -175,7 +158,7 @@ func (c *Client) Quorum() int {
 
 // callConfig returns the configuration for one call: the client's, or a
 // copy with opts applied.
-func (c *Client) callConfig(opts []Option) (*config, error) {
+func (c *Client) callConfig(opts []LockOption) (*config, error) {
 	if c == nil {
 		return nil, invalidf("nil *Client")
 	}
@@ -183,48 +166,24 @@ func (c *Client) callConfig(opts []Option) (*config, error) {
 		return &c.cfg, nil
 	}
 	cfg := c.cfg
-	if err := cfg.apply(opts); err != nil {
+	if err := cfg.applyCall(opts); err != nil {
 		return nil, err
-	}
-	if cfg.prefix != c.cfg.prefix {
-		return nil, invalidf("WithKeyPrefix applies to a Client (New, NewMultiLock), not to a single call")
-	}
-	if cfg.restartGuard != c.cfg.restartGuard {
-		return nil, invalidf("WithRestartGuard applies to a Client (New, NewMultiLock), not to a single call")
-	}
-	if cfg.replicas != c.cfg.replicas || cfg.replicaWait != c.cfg.replicaWait {
-		return nil, invalidf("WithReplicas applies to a Client (New, Dial, NewMultiLock), not to a single call")
-	}
-	if cfg.redis != c.cfg.redis {
-		return nil, invalidf("WithRedisOptions applies to Dial, not to a single call")
 	}
 	return &cfg, nil
 }
 
-// TryLock makes one attempt to acquire key for ttl on a quorum of nodes.
-// It does not join the key's wait queue: it wins only a key that is free
-// at that moment, and so rarely while Lock calls wait (see Lock).
-//
-// It returns a *Lock whose Validity is ttl - elapsed - drift. It returns
-// within the per-node timeout (default ttl/20, clamped to [5ms, 200ms];
-// see WithNodeTimeout) or when ctx is done, whichever is first.
+// TryLock makes one attempt to acquire key for ttl on a quorum of nodes,
+// without joining the key's wait queue. The *Lock's Validity is
+// ttl - elapsed - drift. It returns within the per-node timeout (default
+// ttl/20 in [5ms, 200ms], WithNodeTimeout) or when ctx is done. Every
+// failed attempt releases what it may have taken, even when cancelled.
 //
 // Errors: ErrInvalid for a nil ctx, an empty key, or a ttl that leaves
-// less than 1ms of validity after drift; for a failed attempt, an error
-// matching ErrNotObtained and its reason: ErrContended (other owners hold
-// the key), ErrUnreachable (nodes failed), ErrExpired (won too late), or
-// ctx.Err() (ctx done: errors.Is(err, context.Canceled) works). Every
-// failed attempt releases what it may have taken, even when ctx was
-// cancelled.
-//
-// A key that holds a value none of the library's lock kinds writes (a
-// set, a list, a hash, a stream: the application's own data under the
-// lock's name) fails its node with the server's WRONGTYPE error, a
-// redis.Error in that node's NodeResult.Err, and so counts towards
-// ErrUnreachable, as redsync and node-redlock report it. A value that one
-// of our kinds writes (a string: another owner's token; a sorted set: a
-// semaphore's permits) is contention.
-func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+// no validity after drift; else ErrNotObtained and its reason:
+// ErrContended (other owners hold key), ErrUnreachable (nodes failed, a
+// foreign value type at key included), ErrExpired (won too late) or
+// ctx.Err(). Details: docs/api.md#clienttrylock.
+func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	if key == "" {
 		return nil, invalidf("empty key")
 	}
@@ -232,7 +191,7 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 	if err != nil {
 		return nil, err
 	}
-	if err := c.checkSharded([]string{key}, cfg); err != nil {
+	if err := checkSharded(c, []string{key}, cfg); err != nil {
 		return nil, err
 	}
 	token, err := cfg.newToken()
@@ -243,35 +202,17 @@ func (c *Client) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 }
 
 // Lock acquires key for ttl like TryLock, retrying after a jittered delay
-// (WithRetryDelay, default 50ms ± 50%) until it wins, ctx is done, or the
-// retry budget (WithMaxTries, default: none; a check-in at the wait queue
-// counts as a try) is spent. Once it finds the key held it waits in the
-// key's wait queue and retries as soon as an Unlock names it (WithHandoff,
-// default on): one waiter is woken per release, Clients are served first
-// come first served and a Client's goroutines in arrival order, and a
-// newcomer that finds the key free may still take it first
-// (docs/contention.md). The queue is a hint on one node: safety never
-// rests on it, and without it Lock retries as before. On a key
-// that read locks hold (TryRLock), each refused attempt marks the key for
-// three retry delays (at least 100ms) plus the per-node timeout, or until
-// ctx's deadline if that is sooner (at least 100ms), and new readers wait
-// while the mark lasts, so that overlapping readers cannot keep Lock out
-// for good.
+// (WithRetryDelay, default 50ms ± 50%) until it wins, ctx is done or the
+// retry budget (WithMaxTries, default none) is spent. A call that finds
+// the key held waits in the key's queue and is woken by the release
+// (WithHandoff, default on; docs/contention.md).
 //
 // Errors are those of TryLock. When ctx ends the wait, the error matches
-// ErrNotObtained, ctx.Err() and the reason of the last attempt that
-// completed (ErrContended, ErrUnreachable, ...), so that a deadline
-// still says whether the lock was held or the nodes were down; its
-// *QuorumError lists that attempt's answers. When ctx ends before any
-// attempt completed, it matches ErrNotObtained and ctx.Err() only; and
-// ErrContended too when the call waited behind another of its Client's
-// calls on the key, or its check-ins at the wait queue found it held. Bad
-// input and a misconfigured node set (ErrInvalid) are returned at once,
-// without retrying, and so is an attempt that values of a foreign type
-// at the key (see TryLock) alone made lose: more nodes failed with
-// WRONGTYPE than the quorum can spare (ErrUnreachable). A node that is
-// down, or fewer such nodes, are retried.
-func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+// ErrNotObtained, ctx.Err() and the last completed attempt's reason, so a
+// deadline still tells held from down. Bad input (ErrInvalid), and an
+// attempt lost to values of a foreign type at the key, return at once.
+// Details: docs/api.md#clientlock.
+func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts ...LockOption) (*Lock, error) {
 	if key == "" {
 		return nil, invalidf("empty key")
 	}
@@ -279,10 +220,10 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	if err != nil {
 		return nil, err
 	}
-	if err := c.checkSharded([]string{key}, cfg); err != nil {
+	if err := checkSharded(c, []string{key}, cfg); err != nil {
 		return nil, err
 	}
-	return c.lock(ctx, []string{key}, ttl, cfg, nil)
+	return lockLoop(ctx, c, []string{key}, ttl, cfg, nil)
 }
 
 // tryLock is one attempt on validated keys; fam is nil for a key lock.
@@ -293,16 +234,16 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 	}
 	l := &Lock{c: c, keys: keys, token: token, ttl: ttl, maxTTL: ttl, cfg: cfg, fam: fam, actx: ctx, intent: intent}
 	if err := ctx.Err(); err != nil {
-		qe := c.unsentError(opAcquire, l.shownKeys(), ErrNotObtained, err)
+		qe := unsentError(c, opAcquire, l.shownKeys(), ErrNotObtained, err)
 		if cfg.obs != nil {
-			cfg.obs.ObserveRound(RoundEvent{Ctx: ctx, Op: OpLock, Keys: l.shownKeys(), Reason: reasonOf(qe), Start: time.Now(), Nodes: qe.Nodes, Err: qe})
+			cfg.obs(Event{Kind: "round", Ctx: ctx, Op: opLockName, Keys: l.shownKeys(), Reason: reasonOf(qe), Start: time.Now(), Nodes: qe.Nodes, Err: qe})
 		}
 		return nil, qe
 	}
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	out := c.run(ctx, opAcquire, l, ttl)
+	out := runRound(ctx, c, opAcquire, l, ttl)
 	if p := c.dupErr.Load(); p != nil {
 		// Found during this round: refuse even a win, which may have
 		// counted one server twice.
@@ -320,7 +261,7 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 		return nil, out.err
 	}
 	if cfg.fencing {
-		if err := c.fenceLock(ctx, l, out, cfg); err != nil {
+		if err := fenceLock(ctx, c, l, out, cfg); err != nil {
 			return nil, err
 		}
 	}
@@ -413,25 +354,15 @@ const closeWait = 2 * releaseTimeout
 // between goroutines, with no I/O.
 const giveBackWait = 100 * time.Millisecond
 
-// Close ends the client's background work and waits for it, so that a
-// process may exit right after it: the releases still in flight (see
-// Unlock) get up to 250ms to be answered, then the releases still being
-// retried get one last attempt each, bounded by 250ms per node, and are
-// dropped; their keys expire with their TTL. It ends every
-// auto-extension (AutoExtend, Do, leaderships): those locks end at once, as
-// lost (Done closed, Validity 0, Err matching ErrLockLost and
-// ErrClosed), and their keys expire with their TTL unless released.
-// Last, the connections it held of the go-redis clients' pools are given
-// back (waiting up to 100ms), so that the caller may close those clients
-// next. Close returns within about 850ms in all, even when a stalled
-// node holds a request of a go-redis client that has no read timeout
-// (that request's goroutine then ends with it). Locks already held can
-// still be extended and unlocked (and leaderships resigned), but a
-// release that fails after Close is not retried, and new acquisitions
-// return an error matching ErrClosed (and ErrInvalid). It closes the
-// go-redis clients of a Client made by Dial, last, and not those given to
-// New. Close is idempotent and returns nil; on a nil or zero Client it
-// does nothing.
+// Close ends the client's background work and waits for it, so that the
+// process may exit right after: releases in flight get up to 250ms,
+// releases being retried one last attempt, and every auto-extension ends
+// (those locks end as lost, with ErrClosed). It returns within about
+// 850ms even with a stalled node. Held locks can still be extended and
+// unlocked; new acquisitions fail with ErrClosed. It closes the go-redis
+// clients of a Client made by Dial, not those given to New. Idempotent;
+// returns nil; a nil or zero Client does nothing. Details:
+// docs/api.md#clientclose.
 func (c *Client) Close() error {
 	if c == nil || c.closed == nil {
 		return nil
@@ -456,142 +387,12 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// Dial returns a Client over one go-redis client per URL, each URL one
-// independent Redis master (see New), built by NewClients with settings
-// that make a node that is down fail fast. opts are New's, and
-// WithRedisOptions adjusts the go-redis settings. It does no I/O itself;
-// with WithLogger it logs what weakens safety, as New does, from a
-// background probe of the nodes: a misspelt host or a database index
-// beyond the server's databases setting shows there as a node that does
-// not answer.
-//
-// The Client owns the go-redis clients: its Close closes them, after its
-// own background work. (A Client made by New leaves its clients to the
-// caller.)
-//
-// Errors match ErrInvalid: those of NewClients, naming the URL with its
-// password hidden, and those of New for opts.
-func Dial(urls []string, opts ...Option) (*Client, error) {
-	cfg := defaultConfig()
-	if err := cfg.apply(opts); err != nil {
-		return nil, err
+// pendingReleases returns how many releases wait for a retry, over
+// every node.
+func (c *Client) pendingReleases() int {
+	n := 0
+	for _, nd := range c.nodes {
+		n += nd.PendingReleases()
 	}
-	var adjust func(*redis.UniversalOptions)
-	if cfg.redis != nil {
-		adjust = cfg.redis.fn
-	}
-	clients, err := newClientsFrom(urls, adjust)
-	if err != nil {
-		return nil, err
-	}
-	c, err := newClient(clients, 0, opts, true)
-	if err != nil {
-		closeClients(clients)
-		return nil, err
-	}
-	return c, nil
-}
-
-// NewClients returns one go-redis client per URL, for New or
-// NewMultiLock, or for a caller that adds hooks of its own; closing them
-// is the caller's job. It does no I/O.
-//
-// A URL is parsed by go-redis: redis://host:port/db and rediss:// (TLS)
-// by ParseURL, unix:///path/to/redis.sock too; redis+cluster:// and
-// rediss+cluster:// (a Redis Cluster, one node of the lock: the key
-// lives on the master of its slot) by ParseClusterURL; redis+sentinel://
-// and rediss+sentinel:// (a master found through Sentinel, named by
-// ?master_name=) by ParseFailoverURL. User and password go in the URL's
-// user info, other settings in its query (dial_timeout=2s, pool_size=20,
-// max_retries=3, ...).
-//
-// Where the URL leaves them unset, the settings are those of a node that
-// must fail fast rather than go-redis's defaults: a dial timeout of 1s
-// (go-redis: 5s), read and write timeouts of 1s (3s), one dial attempt
-// (5, 100ms apart) and no command retries (3, with backoff). The lock's
-// per-node timeout (WithNodeTimeout) bounds every round anyway; go-redis's
-// retries would only keep requests to a dead node running behind it, and
-// a refused connection would show as ErrNodeTimeout rather than as
-// "connection refused". go-redis still logs each failed dial through its
-// process-wide logger (see redis.SetLogger), once per dial; the library
-// leaves that logger to the application (docs/operations.md says how to
-// quiet it or route it to slog).
-//
-// Errors match ErrInvalid and name the URL, its password hidden: no
-// URLs, an empty URL, a scheme other than those above, a URL go-redis
-// cannot parse or settings it cannot use (a negative pool_size), and the
-// same server, cluster or Sentinel master given twice (also
-// ErrDuplicateNode). Servers reached under two names are caught later,
-// by run_id, as for New.
-func NewClients(urls ...string) ([]redis.UniversalClient, error) {
-	return newClientsFrom(urls, nil)
-}
-
-func newClientsFrom(urls []string, adjust func(*redis.UniversalOptions)) ([]redis.UniversalClient, error) {
-	if len(urls) == 0 {
-		return nil, invalidf("no node URLs")
-	}
-	specs := make([]nodeurl.Spec, len(urls))
-	seen := make(map[string]int, len(urls))
-	for i, raw := range urls {
-		if raw == "" {
-			return nil, invalidf("node %d of %d: empty URL", i+1, len(urls))
-		}
-		spec, err := nodeurl.Parse(raw)
-		if err != nil {
-			return nil, invalidf("node %d %q: %v", i+1, spec.Shown, err)
-		}
-		if j, dup := seen[spec.ID]; dup {
-			return nil, causef([]error{ErrInvalid, ErrDuplicateNode}, "duplicate node: node %d %q is node %d again (%s)", i+1, spec.Shown, j+1, spec.ID)
-		}
-		seen[spec.ID] = i
-		specs[i] = spec
-	}
-	clients := make([]redis.UniversalClient, 0, len(specs))
-	for i, spec := range specs {
-		rc, err := spec.NewClient(adjust)
-		if err != nil {
-			closeClients(clients)
-			return nil, invalidf("node %d %q: %v", i+1, spec.Shown, err)
-		}
-		clients = append(clients, rc)
-	}
-	return clients, nil
-}
-
-// WithRedisOptions adjusts the go-redis settings of the clients Dial
-// builds: fn is called once per URL with that URL's settings (the fail
-// fast ones of NewClients where the URL left them unset) as
-// redis.UniversalOptions, and what it sets is used: timeouts, pool,
-// TLSConfig, credentials, Dialer, OnConnect, any field the server's,
-// cluster's or Sentinel client's options share with UniversalOptions,
-// and Addrs for the address(es). The kind of client is the URL's. For
-// example, to let go-redis retry commands again:
-//
-//	redlock.WithRedisOptions(func(o *redis.UniversalOptions) { o.MaxRetries = 3 })
-//
-// It applies to Dial only: given to New, NewMultiLock or a call it is
-// refused with ErrInvalid, and so is a nil fn. Default: none.
-func WithRedisOptions(fn func(*redis.UniversalOptions)) Option {
-	return func(c *config) {
-		if fn == nil {
-			c.err = invalidf("nil WithRedisOptions func")
-			return
-		}
-		c.redis = &redisAdjust{fn: fn}
-	}
-}
-
-// redisAdjust is WithRedisOptions' fn, behind a pointer so that a call's
-// options can be told from the Client's.
-type redisAdjust struct {
-	fn func(*redis.UniversalOptions)
-}
-
-// closeClients closes go-redis clients, ignoring their errors: a
-// client's Close only reports what was already lost.
-func closeClients(clients []redis.UniversalClient) {
-	for _, rc := range clients {
-		_ = rc.Close()
-	}
+	return n
 }

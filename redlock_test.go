@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -42,9 +41,9 @@ func TestKilledNodeWhileHeld(t *testing.T) {
 	require.Zero(t, qe.OK)
 	for i, r := range qe.Nodes {
 		if i < 2 { // killed: failed, or not yet failed when contention decided
-			require.Contains(t, []redlock.NodeStatus{redlock.NodeFailed, redlock.NodePending}, r.Status, "%v", r)
+			require.Contains(t, []string{"failed", "pending"}, r.Status, "%v", r)
 		} else {
-			require.Contains(t, []redlock.NodeStatus{redlock.NodeTaken, redlock.NodePending}, r.Status, "%v", r)
+			require.Contains(t, []string{"taken", "pending"}, r.Status, "%v", r)
 		}
 		require.Equal(t, nodes[i].Addr(), r.Addr)
 	}
@@ -393,7 +392,7 @@ func BenchmarkTryLockPathUnlock(b *testing.B) {
 }
 
 // BenchmarkTryAcquireUnlock is one uncontended TryAcquire (limit 3) +
-// Unlock on 5 nodes: a permit needs SemaphoreQuorum(5, 3) = 4 of them.
+// Unlock on 5 nodes: a permit needs floor(3*5/4)+1 = 4 of them.
 func BenchmarkTryAcquireUnlock(b *testing.B) {
 	benchCycles(b, "", func(ctx context.Context, c *redlock.Client, key string) (*redlock.Lock, error) {
 		return c.TryAcquire(ctx, key, 3, benchTTL)
@@ -508,234 +507,4 @@ func BenchmarkSetNXDelFiveParallel(b *testing.B) {
 	b.ReportAllocs()
 	benchWarm(b, keys, cycle)
 	benchLoop(b, keys, cycle)
-}
-
-// urlsOf returns a redis:// URL per address.
-func urlsOf(addrs ...string) []string {
-	out := make([]string, len(addrs))
-	for i, a := range addrs {
-		out[i] = "redis://" + a
-	}
-	return out
-}
-
-// connsNamed returns how many connections named name c's server has.
-func connsNamed(t *testing.T, c redis.UniversalClient, name string) int {
-	t.Helper()
-	list, err := c.ClientList(context.Background()).Result()
-	require.NoError(t, err)
-	return strings.Count(list, " name="+name+" ")
-}
-
-// TestDialLocksAndCloseClosesClients: a Client made by Dial locks and
-// unlocks on real nodes, WithRedisOptions reaches its go-redis clients,
-// and its Close closes them.
-func TestDialLocksAndCloseClosesClients(t *testing.T) {
-	nodes, direct := cluster(t, 3)
-	name := fmt.Sprintf("dial-test-%d", time.Now().UnixNano())
-	c, err := redlock.Dial(urlsOf(nodes[0].Addr(), nodes[1].Addr(), nodes[2].Addr()),
-		redlock.WithRedisOptions(func(o *redis.UniversalOptions) { o.ClientName = name }))
-	require.NoError(t, err)
-	ctx := context.Background()
-	k := key(t)
-	l, err := c.Lock(ctx, k, 10*time.Second)
-	require.NoError(t, err)
-	for i, d := range direct {
-		require.Equal(t, l.Token(), get(t, d, k), "node %d", i+1)
-		require.Positive(t, connsNamed(t, d, name), "node %d: want the Dial's connections named by WithRedisOptions", i+1)
-	}
-	require.NoError(t, l.Unlock(ctx))
-	require.NoError(t, c.Close())
-	for i, d := range direct {
-		eventually(t, 5*time.Second, func() bool { return connsNamed(t, d, name) == 0 },
-			"node %d: want the Dial's go-redis clients closed by Close", i+1)
-	}
-	_, err = c.TryLock(ctx, k, 10*time.Second)
-	require.ErrorIs(t, err, redlock.ErrClosed)
-}
-
-// dialLog records go-redis's log lines while a test runs.
-type dialLog struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *dialLog) Printf(_ context.Context, format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, fmt.Sprintf(format, args...))
-}
-
-func (l *dialLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
-}
-
-// TestDialRefusedNodeSaysConnectionRefused: a node whose port refuses
-// connections fails each round with the dial's error, not with
-// ErrNodeTimeout, even with a per-node timeout shorter than go-redis's
-// dial and command retries would take; the rounds fail (ErrUnreachable)
-// only when the quorum is lost. go-redis dials it once per request, not
-// five times.
-func TestDialRefusedNodeSaysConnectionRefused(t *testing.T) {
-	nodes, _ := cluster(t, 3)
-	log := new(dialLog)
-	redis.SetLogger(log)
-	t.Cleanup(func() { redis.SetLogger(quietLogger{}) })
-	require.NoError(t, nodes[2].Kill())
-	ctx := context.Background()
-
-	c, err := redlock.Dial(urlsOf(nodes[0].Addr(), nodes[1].Addr(), nodes[2].Addr()), redlock.WithNodeTimeout(100*time.Millisecond))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Close() })
-	for range 3 {
-		l, err := c.TryLock(ctx, key(t), 10*time.Second)
-		require.NoError(t, err, "2 of 3 nodes answer: a quorum")
-		require.NoError(t, l.Unlock(ctx))
-	}
-
-	require.NoError(t, nodes[1].Kill())
-	for range 3 {
-		_, err := c.TryLock(ctx, key(t), 10*time.Second)
-		require.ErrorIs(t, err, redlock.ErrUnreachable)
-		require.NotErrorIs(t, err, redlock.ErrContended)
-		var qe *redlock.QuorumError
-		require.ErrorAs(t, err, &qe)
-		for _, n := range qe.Nodes[1:] {
-			require.Equal(t, redlock.NodeFailed, n.Status, "%v", err)
-			require.NotErrorIs(t, n.Err, redlock.ErrNodeTimeout, "want the dial's error, got %v", err)
-			require.Contains(t, n.Err.Error(), "connection refused", "%v", err)
-		}
-	}
-	require.NotContains(t, log.String(), "after 5 attempts", "want one dial attempt per request")
-}
-
-// TestDialRejectsBadInput: bad URLs and misplaced options are refused
-// with ErrInvalid, naming the URL without its password; a server given
-// twice also matches ErrDuplicateNode. Nothing is dialed.
-func TestDialRejectsBadInput(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		urls []string
-		want []string
-	}{
-		{"no URLs", nil, []string{"no node URLs"}},
-		{"empty URL", []string{"redis://a:1", ""}, []string{"node 2 of 2: empty URL"}},
-		{"bad scheme", []string{"http://u:pw@a:1"}, []string{`node 1 "http://u:xxxxx@a:1"`, `scheme "http"`}},
-		{"no scheme", []string{"localhost:6379"}, []string{"no scheme"}},
-		{"bad db", []string{"redis://u:pw@a:1/x"}, []string{`"redis://u:xxxxx@a:1/x"`, "database number"}},
-		{"negative pool", []string{"redis://a:1?pool_size=-1"}, []string{"pool_size=-1"}},
-		{"sentinel without master", []string{"redis+sentinel://:pw@s:26379"}, []string{"master_name"}},
-		{"duplicate", []string{"redis://a:1", "redis://:pw@a:1/0"}, []string{`node 2 "redis://:xxxxx@a:1/0" is node 1 again`}},
-		{"duplicate cluster", []string{"redis+cluster://h:1?addr=h:2", "redis+cluster://h:2?addr=h:1"}, []string{"is node 1 again"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := redlock.Dial(tc.urls)
-			require.ErrorIs(t, err, redlock.ErrInvalid)
-			for _, w := range tc.want {
-				require.Contains(t, err.Error(), w)
-			}
-			require.NotContains(t, err.Error(), "pw@")
-			if strings.HasPrefix(tc.name, "duplicate") {
-				require.ErrorIs(t, err, redlock.ErrDuplicateNode)
-			}
-			_, err = redlock.NewClients(tc.urls...)
-			require.ErrorIs(t, err, redlock.ErrInvalid)
-		})
-	}
-
-	adjust := redlock.WithRedisOptions(func(*redis.UniversalOptions) {})
-	_, err := redlock.Dial([]string{"redis://a:1"}, redlock.WithRedisOptions(nil))
-	require.ErrorIs(t, err, redlock.ErrInvalid, "nil fn")
-	_, err = redlock.Dial([]string{"redis://a:1"}, redlock.WithRedisOptions(func(o *redis.UniversalOptions) { o.PoolSize = -1 }))
-	require.ErrorIs(t, err, redlock.ErrInvalid, "an adjustment go-redis cannot use")
-	_, err = redlock.Dial([]string{"redis://a:1"}, redlock.WithDriftFactor(2))
-	require.ErrorIs(t, err, redlock.ErrInvalid, "New's options are checked")
-
-	nodes := redistest.Nodes(t, 1)
-	clients := redistest.Clients(t, nodes)
-	_, err = redlock.New(clients, adjust)
-	require.ErrorIs(t, err, redlock.ErrInvalid, "WithRedisOptions given to New")
-	_, err = redlock.NewMultiLock(clients, adjust)
-	require.ErrorIs(t, err, redlock.ErrInvalid, "WithRedisOptions given to NewMultiLock")
-	c, err := redlock.Dial(urlsOf(nodes[0].Addr()), adjust)
-	require.NoError(t, err)
-	defer c.Close()
-	_, err = c.TryLock(context.Background(), key(t), time.Second, adjust)
-	require.ErrorIs(t, err, redlock.ErrInvalid, "WithRedisOptions given to a call")
-}
-
-// TestNewClientsForNew: NewClients' clients work with New, whose Close
-// leaves them open for their owner.
-func TestNewClientsForNew(t *testing.T) {
-	nodes := redistest.Nodes(t, 3)
-	clients, err := redlock.NewClients(urlsOf(nodes[0].Addr(), nodes[1].Addr(), nodes[2].Addr())...)
-	require.NoError(t, err)
-	defer func() {
-		for _, rc := range clients {
-			require.NoError(t, rc.Close())
-		}
-	}()
-	c, err := redlock.New(clients)
-	require.NoError(t, err)
-	ctx := context.Background()
-	l, err := c.TryLock(ctx, key(t), 10*time.Second)
-	require.NoError(t, err)
-	require.NoError(t, l.Unlock(ctx))
-	require.NoError(t, c.Close())
-	require.NoError(t, clients[0].Ping(ctx).Err(), "New's Close leaves the clients open")
-}
-
-// FuzzURL builds nodes from node URLs as go-redis parses them: New never
-// panics, accepts one node, and refuses one URL given twice as a
-// duplicate node, whatever the URL says.
-func FuzzURL(f *testing.F) {
-	for _, u := range []string{
-		"redis://127.0.0.1:6379", "rediss://user:pass@127.0.0.1:6380/2",
-		"redis://:secret@localhost/15?dial_timeout=1s&pool_size=2", "unix:///tmp/redis.sock?db=3",
-		"redis://[::1]:6379/0", "redis://h:0", "redis://h:99999", "redis://h/-1", "redis:///",
-		"rediss://h?skip_verify=true", "redis://user@h?protocol=2&client_name=x", "redis://h?max_retries=-1",
-		"redis://h?pool_size=-1", "redis://h?read_timeout=-1", "http://h", "", "redis://%zz",
-	} {
-		f.Add(u)
-	}
-	f.Fuzz(func(t *testing.T, u string) {
-		o1, err := redis.ParseURL(u)
-		if err != nil {
-			return
-		}
-		o2, err := redis.ParseURL(u)
-		if err != nil {
-			t.Fatalf("ParseURL(%q) succeeded once then failed: %v", u, err)
-		}
-		if o1.Addr == "FailoverClient" { // go-redis's placeholder; see docs/sentinel.md
-			return
-		}
-		c1, c2, ok := newClientPair(o1, o2)
-		if !ok {
-			return // go-redis refuses these options by panicking (pool_size=-1)
-		}
-		defer c1.Close()
-		defer c2.Close()
-		if _, err := redlock.New([]redis.UniversalClient{c1}); err != nil {
-			t.Fatalf("New(%q): want a client, got %v", u, err)
-		}
-		_, err = redlock.New([]redis.UniversalClient{c1, c2})
-		if !errors.Is(err, redlock.ErrDuplicateNode) || !errors.Is(err, redlock.ErrInvalid) {
-			t.Fatalf("New(%q twice): want ErrDuplicateNode and ErrInvalid, got %v", u, err)
-		}
-	})
-}
-
-// newClientPair builds two clients, or reports false when go-redis panics
-// on the options: building clients is the caller's part, not the
-// library's.
-func newClientPair(o1, o2 *redis.Options) (c1, c2 *redis.Client, ok bool) {
-	defer func() {
-		if recover() != nil {
-			ok = false
-		}
-	}()
-	return redis.NewClient(o1), redis.NewClient(o2), true
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed543a70bd/redlock"
+	"github.com/seed543a70bd/redlock/internal/node"
 	"github.com/seed543a70bd/redlock/internal/redisnode"
 	"github.com/seed543a70bd/redlock/internal/redistest"
 )
@@ -49,16 +50,17 @@ func pauseReplica(t testing.TB, r *redisnode.Node) {
 // replies included, since the last reset.
 type nodeErrs struct {
 	mu   sync.Mutex
-	errs map[redlock.Op]map[int]error
+	errs map[string]map[int]error
 }
 
-func (o *nodeErrs) ObserveRound(redlock.RoundEvent) {}
-func (o *nodeErrs) ObserveLock(redlock.LockEvent)   {}
-func (o *nodeErrs) ObserveNode(e redlock.NodeEvent) {
+func (o *nodeErrs) observe(e redlock.Event) {
+	if e.Kind != "node" {
+		return
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.errs == nil {
-		o.errs = map[redlock.Op]map[int]error{}
+		o.errs = map[string]map[int]error{}
 	}
 	if o.errs[e.Op] == nil {
 		o.errs[e.Op] = map[int]error{}
@@ -77,13 +79,13 @@ func (o *nodeErrs) reset() {
 func (o *nodeErrs) extendedOn(i int) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	err, ok := o.errs[redlock.OpExtend][i]
+	err, ok := o.errs["extend"][i]
 	return ok && err == nil
 }
 
 // notReplicated waits until every one of n nodes has answered op, and
-// returns those whose answer was ErrNotReplicated.
-func (o *nodeErrs) notReplicated(t testing.TB, op redlock.Op, n int) []int {
+// returns those whose answer was node.ErrNotReplicated.
+func (o *nodeErrs) notReplicated(t testing.TB, op string, n int) []int {
 	t.Helper()
 	var out []int
 	eventually(t, 5*time.Second, func() bool {
@@ -95,7 +97,7 @@ func (o *nodeErrs) notReplicated(t testing.TB, op redlock.Op, n int) []int {
 			if !ok {
 				return false
 			}
-			if errors.Is(err, redlock.ErrNotReplicated) {
+			if errors.Is(err, node.ErrNotReplicated) {
 				out = append(out, i)
 			}
 		}
@@ -106,11 +108,11 @@ func (o *nodeErrs) notReplicated(t testing.TB, op redlock.Op, n int) []int {
 
 // replicaOpts: a WAIT timeout that a replica that runs meets on a
 // loaded machine, and a node timeout above it.
-func replicaOpts(obs redlock.Observer) []redlock.Option {
+func replicaOpts(obs *nodeErrs) []redlock.Option {
 	return []redlock.Option{
 		redlock.WithNodeTimeout(3 * time.Second),
 		redlock.WithReplicas(1, time.Second),
-		redlock.WithObserver(obs),
+		redlock.WithObserver(obs.observe),
 	}
 }
 
@@ -124,7 +126,7 @@ func TestWithReplicasCountsAcknowledgedNodes(t *testing.T) {
 		obs.reset()
 		l, err := rl.TryLock(ctx, key(t), 10*time.Second)
 		require.NoError(t, err)
-		require.Empty(t, obs.notReplicated(t, redlock.OpLock, 3))
+		require.Empty(t, obs.notReplicated(t, "lock", 3))
 		// WAIT returned 1 on each node before its reply: every replica
 		// has the key already, with no waiting here.
 		for i, rc := range rclients {
@@ -132,18 +134,18 @@ func TestWithReplicasCountsAcknowledgedNodes(t *testing.T) {
 		}
 		obs.reset()
 		require.NoError(t, l.Extend(ctx, 10*time.Second))
-		require.Empty(t, obs.notReplicated(t, redlock.OpExtend, 3))
+		require.Empty(t, obs.notReplicated(t, "extend", 3))
 		require.NoError(t, l.Unlock(ctx))
 	})
 
 	t.Run("two replicas asked, one each", func(t *testing.T) {
-		two := newClient(t, masters, redlock.WithNodeTimeout(2*time.Second), redlock.WithReplicas(2, 20*time.Millisecond), redlock.WithObserver(obs))
+		two := newClient(t, masters, redlock.WithNodeTimeout(2*time.Second), redlock.WithReplicas(2, 20*time.Millisecond), redlock.WithObserver(obs.observe))
 		k := key(t)
 		obs.reset()
 		l, err := two.TryLock(ctx, k, 10*time.Second)
 		requireNotObtained(t, l, err)
 		require.ErrorIs(t, err, redlock.ErrUnreachable)
-		require.Equal(t, []int{0, 1, 2}, obs.notReplicated(t, redlock.OpLock, 3))
+		require.Equal(t, []int{0, 1, 2}, obs.notReplicated(t, "lock", 3))
 		// The lost attempt released its keys.
 		eventually(t, 5*time.Second, func() bool {
 			for _, c := range masters {
@@ -160,17 +162,17 @@ func TestWithReplicasCountsAcknowledgedNodes(t *testing.T) {
 		obs.reset()
 		l, err := rl.TryLock(ctx, key(t), 10*time.Second)
 		require.NoError(t, err, "two nodes of three with their replicas up are a quorum")
-		require.Equal(t, []int{0}, obs.notReplicated(t, redlock.OpLock, 3))
+		require.Equal(t, []int{0}, obs.notReplicated(t, "lock", 3))
 		// The node's master holds the key all the same: a later
 		// extension counts it once its replica acknowledges.
 		require.Equal(t, l.Token(), get(t, masters[0], l.Key()))
 		obs.reset()
 		require.NoError(t, l.Extend(ctx, 10*time.Second))
-		require.Equal(t, []int{0}, obs.notReplicated(t, redlock.OpExtend, 3))
+		require.Equal(t, []int{0}, obs.notReplicated(t, "extend", 3))
 		require.NoError(t, replicas[0].Resume())
 		obs.reset()
 		require.NoError(t, l.Extend(ctx, 10*time.Second))
-		require.Empty(t, obs.notReplicated(t, redlock.OpExtend, 3))
+		require.Empty(t, obs.notReplicated(t, "extend", 3))
 		require.NoError(t, l.Unlock(ctx))
 	})
 
@@ -184,12 +186,12 @@ func TestWithReplicasCountsAcknowledgedNodes(t *testing.T) {
 		l, err := rl.TryLock(ctx, k, 10*time.Second)
 		requireNotObtained(t, l, err)
 		require.ErrorIs(t, err, redlock.ErrUnreachable)
-		require.Equal(t, []int{1, 2}, obs.notReplicated(t, redlock.OpLock, 3))
+		require.Equal(t, []int{1, 2}, obs.notReplicated(t, "lock", 3))
 
 		obs.reset()
 		err = held.Extend(ctx, 10*time.Second)
 		require.ErrorIs(t, err, redlock.ErrNotHeld, "an extension that reached one node's replica of three")
-		require.Equal(t, []int{1, 2}, obs.notReplicated(t, redlock.OpExtend, 3))
+		require.Equal(t, []int{1, 2}, obs.notReplicated(t, "extend", 3))
 
 		require.NoError(t, replicas[1].Resume())
 		require.NoError(t, replicas[2].Resume())
@@ -245,7 +247,7 @@ func TestWithReplicasBatches(t *testing.T) {
 		for range 3 {
 			l, err := one.TryLock(ctx, key(t), 10*time.Second)
 			qe := requireNotObtained(t, l, err)
-			require.ErrorIs(t, qe.Nodes[0].Err, redlock.ErrNotReplicated)
+			require.ErrorIs(t, qe.Nodes[0].Err, node.ErrNotReplicated)
 		}
 	})
 
@@ -355,14 +357,6 @@ func TestWithReplicasRefusesBadValues(t *testing.T) {
 		rl, err := redlock.New(nodes, redlock.WithReplicas(0, 0))
 		require.NoError(t, err)
 		require.NoError(t, rl.Close())
-	})
-	t.Run("per call", func(t *testing.T) {
-		rl, err := redlock.New(nodes, redlock.WithReplicas(1, 10*time.Millisecond))
-		require.NoError(t, err)
-		defer rl.Close()
-		_, err = rl.TryLock(context.Background(), "k", time.Second, redlock.WithReplicas(2, 10*time.Millisecond))
-		require.ErrorIs(t, err, redlock.ErrInvalid)
-		require.Contains(t, err.Error(), "WithReplicas")
 	})
 }
 

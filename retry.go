@@ -11,7 +11,7 @@ import (
 // lock retries tryLock with jittered delays until it wins, ctx is done or
 // the retry budget is spent. Once the key is found held it also waits for
 // the holder's release announcement (pubsub.go), whichever comes first.
-func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg *config, fam *family) (*Lock, error) {
+func lockLoop(ctx context.Context, c *Client, keys []string, ttl time.Duration, cfg *config, fam *family) (*Lock, error) {
 	// Every attempt has a token of its own. Were one token reused, the
 	// release of an earlier, lost attempt that reached a slow node late
 	// could delete the key a later, winning attempt had just set there,
@@ -34,14 +34,14 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 		// It waited behind another call of this Client on the key,
 		// which holds it or waits for it: contention, as an attempt's
 		// refusal would have said.
-		return nil, c.unsentError(opAcquire, keysShown(keys, fam), ErrNotObtained, ErrContended, err)
+		return nil, unsentError(c, opAcquire, keysShown(keys, fam), ErrNotObtained, ErrContended, err)
 	}
 	defer c.lines.leave(lkey, ln)
 	if waited && ctx.Err() != nil {
 		// Handed the front as ctx ended: as above.
-		return nil, c.unsentError(opAcquire, keysShown(keys, fam), ErrNotObtained, ErrContended, ctx.Err())
+		return nil, unsentError(c, opAcquire, keysShown(keys, fam), ErrNotObtained, ErrContended, ctx.Err())
 	}
-	queued := c.queued(keys, cfg, fam)
+	queued := queued(c, keys, cfg, fam)
 	w := ln.w // pub/sub hand-off, joined once the key is found held
 	if w != nil && w.queued.Load() != queued {
 		// Joined by a call with other options: this one's wake-ups differ.
@@ -125,7 +125,7 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 			checkIn = false
 			try++ // a check-in spends the retry budget as an attempt does
 			before := c.hub.local.Load()
-			switch r := c.checkIn(ctx, ln, keys[0], ttl, cfg); r.St {
+			switch r := queueCheckIn(ctx, c, ln, keys[0], ttl, cfg); r.St {
 			case wire.StatusOK:
 				continue // free, and we are next
 			case wire.StatusTaken:
@@ -202,7 +202,7 @@ func (c *Client) lock(ctx context.Context, keys []string, ttl time.Duration, cfg
 		case <-ctx.Done():
 			if last == nil {
 				// Only check-ins ran: they found the key held.
-				return nil, c.unsentError(opAcquire, keysShown(keys, fam), ErrNotObtained, ErrContended, ctx.Err())
+				return nil, unsentError(c, opAcquire, keysShown(keys, fam), ErrNotObtained, ErrContended, ctx.Err())
 			}
 			return nil, waitEnded(last, ctx.Err())
 		}
@@ -281,7 +281,7 @@ func failedBeyondQuorum(err error, is func(error) bool) bool {
 	}
 	n := 0
 	for _, r := range qe.Nodes {
-		if r.Status == NodeFailed && r.Err != nil && is(r.Err) {
+		if r.Status == statusFailed && r.Err != nil && is(r.Err) {
 			n++
 		}
 	}

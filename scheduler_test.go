@@ -122,7 +122,7 @@ func TestManyAutoExtendedLocks(t *testing.T) {
 	n, ttl := 2000, 2*time.Second
 	_, clients := cluster(t, 5)
 	obs, ended := lossTimes()
-	rl, err := redlock.New(clients, redlock.WithObserver(obs)) // defaults: the per-node timeout for 2s is what users get
+	rl, err := redlock.New(clients, redlock.WithObserver(observeWith(obs))) // defaults: the per-node timeout for 2s is what users get
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rl.Close() })
 	ctx := context.Background()
@@ -248,9 +248,9 @@ func holdPaused(t *testing.T, m, paused int, ttl, d time.Duration, watch func([]
 // reported, as Done closed (under the lock's state lock: the instant is
 // exact, and no sweep loads the machine), and the map it records in,
 // from the lock's first key to the time.Time.
-func lossTimes() (redlock.Observer, *sync.Map) {
+func lossTimes() (eventObserver, *sync.Map) {
 	var ended sync.Map
-	return lossObserver(func(e redlock.LockEvent) {
+	return lossObserver(func(e redlock.Event) {
 		if e.Lost {
 			ended.Store(e.Keys[0], time.Now())
 		}
@@ -261,9 +261,9 @@ func lossTimes() (redlock.Observer, *sync.Map) {
 // their deadline, and describes the first.
 func lateLosses(locks []*redlock.Lock, ended *sync.Map) (late int, first string) {
 	for i, l := range locks {
-		if v, ok := ended.Load(l.Key()); ok && v.(time.Time).After(l.Deadline()) {
+		if v, ok := ended.Load(l.Key()); ok && v.(time.Time).After(deadlineOf(l)) {
 			if late++; late == 1 {
-				first = fmt.Sprintf("lock %d: Done closed %v after its deadline", i, v.(time.Time).Sub(l.Deadline()))
+				first = fmt.Sprintf("lock %d: Done closed %v after its deadline", i, v.(time.Time).Sub(deadlineOf(l)))
 			}
 		}
 	}
@@ -281,7 +281,7 @@ func TestManyLocksMinorityPaused(t *testing.T) {
 	ttl := 2 * time.Second
 	obs, ended := lossTimes()
 	stalls := watchStalls(t)
-	locks, _ := holdPaused(t, 2000, 2, ttl, 2*ttl, nil, redlock.WithObserver(obs))
+	locks, _ := holdPaused(t, 2000, 2, ttl, 2*ttl, nil, redlock.WithObserver(observeWith(obs)))
 	lost, first := lostLocks(locks)
 	late, firstLate := lateLosses(locks, ended)
 	t.Logf("lost %d of %d (Done after the deadline: %d)", lost, len(locks), late)
@@ -304,7 +304,7 @@ func TestManyLocksMajorityPaused(t *testing.T) {
 	ttl := time.Second
 	obs, ended := lossTimes()
 	stalls := watchStalls(t)
-	locks, _ := holdPaused(t, 2000, 3, ttl, 2*ttl, nil, redlock.WithObserver(obs))
+	locks, _ := holdPaused(t, 2000, 3, ttl, 2*ttl, nil, redlock.WithObserver(observeWith(obs)))
 	for i, l := range locks {
 		_, ok := ended.Load(l.Key())
 		require.True(t, ok, "lock %d: no loss observed", i)
@@ -456,11 +456,11 @@ func sortDesc(d []time.Duration) {
 }
 
 // lossObserver is an Observer that hears only ObserveLock.
-type lossObserver func(redlock.LockEvent)
+type lossObserver func(redlock.Event)
 
-func (lossObserver) ObserveNode(redlock.NodeEvent)     {}
-func (lossObserver) ObserveRound(redlock.RoundEvent)   {}
-func (f lossObserver) ObserveLock(e redlock.LockEvent) { f(e) }
+func (lossObserver) ObserveNode(redlock.Event)     {}
+func (lossObserver) ObserveRound(redlock.Event)    {}
+func (f lossObserver) ObserveLock(e redlock.Event) { f(e) }
 
 // TestSchedulerEndsWithLastLock: the scheduler's goroutine ends as soon as
 // its last lock is released, not when its timer (set for an extension

@@ -165,10 +165,10 @@ func requireAllFailed(t testing.TB, err error, wants ...string) *redlock.QuorumE
 	require.ErrorAs(t, err, &qe)
 	failed := 0
 	for _, n := range qe.Nodes {
-		if n.Status == redlock.NodePending {
+		if n.Status == "pending" {
 			continue
 		}
-		if n.Status != redlock.NodeFailed || n.Err == nil {
+		if n.Status != "failed" || n.Err == nil {
 			t.Fatalf("node %d: want failed with an error, got %v", n.Node, n)
 		}
 		failed++
@@ -191,7 +191,7 @@ func requireAllFailed(t testing.TB, err error, wants ...string) *redlock.QuorumE
 // releases it, and checks the key is gone. A round returns once a quorum
 // answered; the last node may answer a moment later, so the per-node
 // checks wait for it.
-func lockCycle(t testing.TB, rl *redlock.Client, nodes []redis.UniversalClient, k string, opts ...redlock.Option) {
+func lockCycle(t testing.TB, rl *redlock.Client, nodes []redis.UniversalClient, k string, opts ...redlock.LockOption) {
 	t.Helper()
 	ctx := context.Background()
 	l, err := rl.TryLock(ctx, k, 10*time.Second, opts...)
@@ -468,7 +468,7 @@ func TestScriptsTouchOnlyOwnKeys(t *testing.T) {
 	admins := redistest.Clients(t, nodes)
 	k := key(t)
 	aclSetUser(t, admins, "onekey", "on", ">secret",
-		"~"+globEscape(k), "~"+globEscape(redlock.FenceKey(k)),
+		"~"+globEscape(k), "~"+globEscape(redlock.KeyName("fence", k)),
 		"&*"+globEscape(k)+"*", // the release channel, whatever its prefix
 		"+@all", "-@dangerous")
 	cs := userClients(t, nodes, "onekey", "secret")
@@ -513,13 +513,13 @@ func TestScriptsTouchOnlyOwnKeys(t *testing.T) {
 			require.NoError(t, a.Del(ctx, k).Err(), "node %d", i)
 		}
 	}
-	allowed := map[string]bool{k: true, redlock.FenceKey(k): true}
+	allowed := map[string]bool{k: true, redlock.KeyName("fence", k): true}
 	for i, a := range admins {
 		keys, err := a.Keys(ctx, "*").Result()
 		require.NoError(t, err)
 		for _, got := range keys {
 			if !allowed[got] {
-				t.Errorf("node %d: want only %q and %q, got key %q", i, k, redlock.FenceKey(k), got)
+				t.Errorf("node %d: want only %q and %q, got key %q", i, k, redlock.KeyName("fence", k), got)
 			}
 		}
 	}
@@ -534,10 +534,8 @@ func TestKeyPrefixInvalid(t *testing.T) {
 		require.ErrorIs(t, err, redlock.ErrInvalid, "prefix %q", p)
 	}
 	rl := newClient(t, cs, redlock.WithKeyPrefix(prefix))
-	_, err := rl.TryLock(context.Background(), key(t), time.Second, redlock.WithKeyPrefix("other:"))
-	require.ErrorIs(t, err, redlock.ErrInvalid, "a call may not change the prefix")
-	l, err := rl.TryLock(context.Background(), key(t), time.Second, redlock.WithKeyPrefix(prefix))
-	require.NoError(t, err, "a call may repeat the client's prefix")
+	l, err := rl.TryLock(context.Background(), key(t), time.Second)
+	require.NoError(t, err)
 	require.NoError(t, l.Unlock(context.Background()))
 }
 
@@ -552,16 +550,16 @@ func TestKeyPrefixOnNodes(t *testing.T) {
 	l, err := rl.TryLock(ctx, k, 10*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, k, l.Key())
-	require.Equal(t, []string{k}, l.Keys())
+	require.Equal(t, []string{k}, lockKeys(l))
 	require.Positive(t, l.Fence())
 	for i, c := range cs {
 		eventually(t, 5*time.Second, func() bool { return get(t, c, prefix+k) == l.Token() },
 			"node %d: want %q holding our token", i, prefix+k)
 		eventually(t, 5*time.Second, func() bool {
-			return get(t, c, redlock.FenceKey(prefix+k)) == strconv.FormatInt(l.Fence(), 10)
-		}, "node %d: want the fence counter under %q", i, redlock.FenceKey(prefix+k))
+			return get(t, c, redlock.KeyName("fence", prefix+k)) == strconv.FormatInt(l.Fence(), 10)
+		}, "node %d: want the fence counter under %q", i, redlock.KeyName("fence", prefix+k))
 		require.Empty(t, get(t, c, k), "node %d: the unprefixed key", i)
-		require.Empty(t, get(t, c, redlock.FenceKey(k)), "node %d: the unprefixed counter", i)
+		require.Empty(t, get(t, c, redlock.KeyName("fence", k)), "node %d: the unprefixed counter", i)
 	}
 	require.NoError(t, l.Extend(ctx, 10*time.Second))
 	require.NoError(t, l.Unlock(ctx))
@@ -610,7 +608,7 @@ func handoff(t *testing.T, rl *redlock.Client, admins []redis.UniversalClient, k
 	ctx := context.Background()
 	// A key lock's release is announced on its queue node (and the next).
 	qn := redlock.QueueNodeForTest(prefix+k, len(admins))
-	sub := admins[qn].(*redis.Client).Subscribe(ctx, prefix+redlock.ReleaseChannel(k))
+	sub := admins[qn].(*redis.Client).Subscribe(ctx, prefix+redlock.KeyName("release", k))
 	t.Cleanup(func() { _ = sub.Close() })
 	_, err := sub.Receive(ctx) // the subscription's confirmation
 	require.NoError(t, err)
@@ -633,7 +631,7 @@ func handoff(t *testing.T, rl *redlock.Client, admins []redis.UniversalClient, k
 	awaitNoError(t, got, 10*time.Second, "want the waiter woken by the release")
 	msg, err := sub.ReceiveTimeout(ctx, 5*time.Second)
 	require.NoError(t, err)
-	require.Equal(t, prefix+redlock.ReleaseChannel(k), msg.(*redis.Message).Channel)
+	require.Equal(t, prefix+redlock.KeyName("release", k), msg.(*redis.Message).Channel)
 }
 
 // TestKeyPrefixACL: a user confined to the prefix (~app1:* &app1:*)
@@ -674,7 +672,7 @@ func TestKeyPrefixACL(t *testing.T) {
 // is under the prefix, and hand-off still wakes waiters.
 func TestFamilyKeyPrefix(t *testing.T) {
 	var refused refusals
-	clients, rl := threeNodes(t, redlock.WithKeyPrefix("app1:"), redlock.WithObserver(&refused))
+	clients, rl := threeNodes(t, redlock.WithKeyPrefix("app1:"), redlock.WithObserver(refused.observe))
 	ctx := context.Background()
 	root := key(t)
 	var held []*redlock.Lock
@@ -723,7 +721,7 @@ func FuzzKeys(f *testing.F) {
 	for _, k := range [][2]string{
 		{"a", "b"}, {"", "b"}, {"a", ""}, {"same", "same"},
 		{"{tag}x", "{tag}y"}, {"{}", "}{"}, {"\x00", "\x00\x00"}, {"\xff\xfe", "ünïcödé ✓"},
-		{"with space", "with\r\nnewline"}, {"*", "?"}, {"lock:x", redlock.FenceKey("lock:x")},
+		{"with space", "with\r\nnewline"}, {"*", "?"}, {"lock:x", redlock.KeyName("fence", "lock:x")},
 		{strings.Repeat("k", 4096), "short"},
 	} {
 		f.Add(k[0], k[1], int64(10*time.Second))
@@ -833,7 +831,7 @@ func waitGone(t testing.TB, clients []redis.UniversalClient, keys ...string) {
 }
 
 // electionACL is what docs/security.md adds to documentedACL for
-// elections: the elections' keys (ElectionKey, with their fence counters
+// elections: the elections' keys (KeyName("election", name), with their fence counters
 // and histories), what Inspect, Leader and Observe read (TYPE, PTTL,
 // ZRANGEBYSCORE, TIME), and what Campaign and Proclaim write to an
 // election's history (ZADD, ZREMRANGEBYRANK; PEXPIRE is a lock's).
@@ -861,13 +859,13 @@ func TestElectionACL(t *testing.T) {
 		ld, err := el.Leader(ctx)
 		require.NoError(t, err)
 		require.Equal(t, "b", ld.Value)
-		h, err := rl.Inspect(ctx, redlock.ElectionKey(name))
+		h, err := rl.Inspect(ctx, redlock.KeyName("election", name))
 		require.NoError(t, err)
-		require.Equal(t, redlock.HoldHeld, h.State)
+		require.Equal(t, "held", h.State)
 		require.NoError(t, lead.Resign(ctx))
 		lead2, err := el.Campaign(ctx, "c", 10*time.Second)
 		require.NoError(t, err)
-		requireSaw(t, obs, []observed{first, {lead.Term(), "a"}, {lead.Term(), "b"}, {lead2.Term(), "c"}}, 0)
+		requireSaw(t, obs, []observed{first, {lead.Lock().Fence(), "a"}, {lead.Lock().Fence(), "b"}, {lead2.Lock().Fence(), "c"}}, 0)
 		require.NoError(t, lead2.Resign(ctx))
 	})
 

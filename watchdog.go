@@ -137,21 +137,12 @@ func (l *Lock) finishLocked(err error) {
 }
 
 // Done returns a channel that is closed when the lock can no longer be
-// proven held: its Validity fell to the loss margin with no successful
-// Extend having moved the deadline, an extension (Extend or
-// auto-extension) found it lost (other owners' tokens or missing keys on
-// so many nodes that no quorum can hold it: Validity is then <= 0 at
-// once, see Validity), or Unlock was called. Err says which. For a nil
-// *Lock it returns a closed channel.
-//
-// The loss margin is the per-node timeout for the lock's TTL (see
-// WithNodeTimeout), at least 20ms and at most TTL/4:
-// Done closes that long before Validity reaches 0, not at it, because an
-// extension started later could not be known to succeed in time, the
-// holder needs a moment to stop, and a timer may fire late on a loaded
-// machine. An
-// Extend that moves the deadline, earlier (a smaller TTL, or a failed
-// Extend that shortened it) or later, moves Done's closing with it.
+// proven held: Validity fell to the loss margin with no extension having
+// moved the deadline, an extension found the lock lost, or Unlock was
+// called; Err says which. The loss margin is the per-node timeout, at
+// least 20ms and at most TTL/4: Done closes that long before Validity
+// reaches 0, so that the holder can stop in time. For a nil *Lock it
+// returns a closed channel. Details: docs/api.md#lockdone.
 func (l *Lock) Done() <-chan struct{} {
 	if l == nil {
 		ch := make(chan struct{})
@@ -178,47 +169,17 @@ func (l *Lock) Err() error {
 	return l.watchLocked().err
 }
 
-// AutoExtend extends the lock in the background until Unlock, until ctx
-// is done, until a hold limit (WithMaxExtensions, WithMaxHold) is reached,
-// or until the lock is lost; Done and Err report the end.
+// AutoExtend extends the lock in the background, by its TTL each time
+// Validity falls to half of it, until Unlock, ctx's end, a hold limit
+// (WithMaxExtensions, WithMaxHold) or loss; Done and Err report the end.
+// A lock whose ctx ended, neither released nor lost, may resume with a new
+// ctx. A Client extends all its locks with one scheduler and one batched
+// request per node per tick, not a goroutine per lock.
 //
-// It extends by the lock's TTL each time Validity falls to half the TTL
-// (earlier, by up to TTL/4, when the client's scheduler runs late). An
-// extension that nodes refuse or fail (errors, not silence) is retried
-// after a jittered delay of TTL/20 (at least the per-node timeout); one
-// that nodes have not answered yet is waited for, since a late quorum
-// still extends the lock (counted from the request's start), until
-// Validity falls to the loss margin (the per-node timeout, at most
-// TTL/4; see Done), when Done closes with ErrLockLost. An extension that
-// finds the key missing or taken on too many nodes ends the lock at
-// once (see Validity). After a hold limit, the lock lives out its
-// validity and Done closes at the same margin. When ctx is done,
-// extension stops and the lock lives out its validity, unless AutoExtend
-// is called again: a lock whose auto-extension ended with its ctx,
-// neither released nor lost, can resume it with a new ctx, at once (the
-// ctx's end need not have been noticed yet); the hold limits count
-// across resumes.
-//
-// A Client extends all its auto-extended locks with one scheduler: a
-// timer heap and one goroutine, not a goroutine or a timer per lock. The
-// locks that fall due together are extended together, in one request
-// per node (per hash slot on a Redis Cluster node) that checks and
-// extends each lock on its own; each lock still has its own round, with
-// its own votes, validity and observer events, as if Extend were called.
-// Closest deadlines go first. Holding 100 000 auto-extended locks costs
-// a few goroutines in all (see the README's "Holding many locks").
-//
-// Unlock takes the lock out of the scheduler; an extension of it still in
-// flight is not waited for, and is not applied (its request, sent before
-// the release on every node, cannot outlive it). An Extend of the
-// caller's waits for one in flight, or until its own ctx is done (see
-// Extend). Errors:
-// ErrInvalid for a nil *Lock or ctx; ErrAlreadyExtending while an
-// earlier AutoExtend's ctx is not done (of two calls at once, one wins);
-// ErrHoldLimit once a hold limit stopped the extensions; ErrClosed after
-// the Client's Close (the lock then lives out its validity); or Err() when
-// the lock has already ended (after Unlock, ErrReleased; once lost, an
-// error matching ErrLockLost).
+// Errors: ErrInvalid for a nil *Lock or ctx, or while an earlier
+// AutoExtend's ctx is not done; ErrHoldLimit once a hold limit stopped it;
+// ErrClosed after the Client's Close; Err() when the lock has already
+// ended. Details: docs/api.md#lockautoextend.
 func (l *Lock) AutoExtend(ctx context.Context) error {
 	if l == nil {
 		return invalidf("nil *Lock")
@@ -240,7 +201,7 @@ func (l *Lock) AutoExtend(ctx context.Context) error {
 	}
 	if old := w.ent; old != nil {
 		if old.ctx.Err() == nil {
-			return ErrAlreadyExtending
+			return errAlreadyExtending
 		}
 		// Its ctx is done, and its AfterFunc may not have run yet (it
 		// runs on a goroutine of its own): retire the entry here, so
@@ -294,9 +255,9 @@ func definiteLoss(qe *QuorumError) error {
 	var taken, absent int
 	for _, n := range qe.Nodes {
 		switch n.Status {
-		case NodeTaken:
+		case statusTaken:
 			taken++
-		case NodeAbsent:
+		case statusAbsent:
 			absent++
 		}
 	}
@@ -319,7 +280,7 @@ func definiteLoss(qe *QuorumError) error {
 
 // loseLocked ends the lock as lost with err, at once: Validity falls to
 // <= 0 (the deadline to now, unless it was already behind), and Done
-// closes, so that Validity, Deadline, Done and Err agree. l.mu must be
+// closes, so that Validity, Done and Err agree. l.mu must be
 // held.
 func (l *Lock) loseLocked(err error) {
 	if now := time.Now(); now.Before(l.deadline) {
@@ -343,26 +304,17 @@ func (l *Lock) stopWatch(err error) {
 	}
 }
 
-// Do acquires key (waiting as Lock does), runs fn, and releases the lock
-// when fn returns. While fn runs the lock is extended in the background
-// (see AutoExtend), and fn's ctx is cancelled, with the cause set to an
-// error matching ErrLockLost, the moment the lock can no longer be proven
-// held: no extension reached a quorum before Validity fell to the loss
-// margin (the per-node timeout, at most TTL/4; see Done). So fn is told
-// before the lease can end on the nodes, not after.
+// Do acquires key (waiting as Lock does), runs fn with the lock
+// auto-extended, and releases it when fn returns or panics. fn's ctx is
+// cancelled, with a cause matching ErrLockLost, as soon as the lock can no
+// longer be proven held: before the lease can end on the nodes.
 //
-// Do returns Lock's error when the lock was not obtained, an error
-// matching ErrLockLost (and ErrNotHeld, with fn's error joined) when the
-// lock was lost while fn ran, else fn's error. A failed release after fn
-// is not reported: it is retried in the background (see Unlock), and
-// the keys expire with their TTL at the latest. ErrInvalid for a nil
-// fn. Options apply to the acquisition and the extensions.
-//
-// When fn panics (or calls runtime.Goexit), Do releases the lock first,
-// as after a return (the release is detached from ctx and waits for
-// its nodes at least 250ms), stops the extension, and lets the panic go on to the
-// caller unchanged: a panicking fn never leaves the lock held.
-func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...Option) error {
+// Do returns Lock's error when the lock was not obtained; an error
+// matching ErrLockLost and ErrNotHeld, joined with fn's, when the lock was
+// lost while fn ran; else fn's error. ErrInvalid for a nil fn. A failed
+// release is retried in the background, not reported; a panic goes on to
+// the caller after the release. Details: docs/api.md#clientdo.
+func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...LockOption) error {
 	if fn == nil {
 		return invalidf("nil fn")
 	}

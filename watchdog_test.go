@@ -108,7 +108,7 @@ func TestAutoExtendDoneBeforeDeadline(t *testing.T) {
 	c := newClient(t, clients)
 	ctx := context.Background()
 	l := autoExtended(t, c, 600*time.Millisecond)
-	require.ErrorIs(t, l.AutoExtend(ctx), redlock.ErrAlreadyExtending)
+	require.ErrorIs(t, l.AutoExtend(ctx), redlock.ErrInvalid)
 	require.NoError(t, nodes[0].Kill())
 	require.NoError(t, nodes[1].Kill())
 	select {
@@ -117,7 +117,7 @@ func TestAutoExtendDoneBeforeDeadline(t *testing.T) {
 		t.Fatal("Done did not close within 5s of losing the majority")
 	}
 	closed := time.Now()
-	require.False(t, closed.After(l.Deadline()), "Done closed %v after the deadline", closed.Sub(l.Deadline()))
+	require.False(t, closed.After(deadlineOf(l)), "Done closed %v after the deadline", closed.Sub(deadlineOf(l)))
 	require.ErrorIs(t, l.Err(), redlock.ErrLockLost)
 	require.Error(t, l.Unlock(ctx))
 	require.ErrorIs(t, l.Err(), redlock.ErrLockLost, "the first cause stays")
@@ -136,10 +136,10 @@ func TestDoneFollowsEarlierDeadline(t *testing.T) {
 		select {
 		case <-l.Done():
 		case <-time.After(long / 2):
-			t.Fatalf("Done did not close within %v; the deadline was %v away", long/2, time.Until(l.Deadline()))
+			t.Fatalf("Done did not close within %v; the deadline was %v away", long/2, time.Until(deadlineOf(l)))
 		}
 		closed := time.Now()
-		require.False(t, closed.After(l.Deadline()), "Done closed %v after the deadline", closed.Sub(l.Deadline()))
+		require.False(t, closed.After(deadlineOf(l)), "Done closed %v after the deadline", closed.Sub(deadlineOf(l)))
 		require.ErrorIs(t, l.Err(), redlock.ErrLockLost)
 	}
 	t.Run("smaller ttl", func(t *testing.T) {
@@ -181,7 +181,7 @@ func TestHoldLimits(t *testing.T) {
 		start := time.Now()
 		l := heldUntilLimit(t, c, ttl)
 		require.GreaterOrEqual(t, l.Extensions(), 1)
-		require.LessOrEqual(t, l.Deadline().Sub(start), hold, "an extension carried the lock past the hold limit")
+		require.LessOrEqual(t, deadlineOf(l).Sub(start), hold, "an extension carried the lock past the hold limit")
 	})
 }
 
@@ -231,7 +231,7 @@ func requireLostNow(t *testing.T, l *redlock.Lock, cause string) {
 		t.Fatalf("want Done closed, got it open with Validity %v", l.Validity())
 	}
 	require.LessOrEqual(t, l.Validity(), time.Duration(0), "want no validity left once the lock is lost")
-	require.False(t, l.Deadline().After(time.Now()), "want the deadline passed, got it %v away", time.Until(l.Deadline()))
+	require.False(t, deadlineOf(l).After(time.Now()), "want the deadline passed, got it %v away", time.Until(deadlineOf(l)))
 	err := l.Err()
 	require.ErrorIs(t, err, redlock.ErrLockLost)
 	require.ErrorIs(t, err, redlock.ErrNotHeld)
@@ -364,7 +364,7 @@ func TestAutoExtendLostEndsValidity(t *testing.T) {
 			return c.TryRLock(ctx, k, ttl)
 		}, func(t *testing.T, cl []redis.UniversalClient, l *redlock.Lock) {
 			for _, c := range cl[:2] {
-				require.NoError(t, c.Del(ctx, l.Key(), redlock.ReadersKey(l.Key())).Err())
+				require.NoError(t, c.Del(ctx, l.Key(), redlock.KeyName("readers", l.Key())).Err())
 			}
 		}, "key missing on 2 of 3 nodes"},
 		{"semaphore permit", func(c *redlock.Client, k string) (*redlock.Lock, error) {
@@ -374,7 +374,7 @@ func TestAutoExtendLostEndsValidity(t *testing.T) {
 				require.NoError(t, c.Del(ctx, l.Key()).Err())
 			}
 		}, "key missing on 2 of 3 nodes"},
-		// Limit 2 on 3 nodes needs all 3 (SemaphoreQuorum): one node
+		// Limit 2 on 3 nodes needs all 3 (floor(kN/(k+1))+1): one node
 		// without the permit makes the quorum impossible.
 		{"semaphore permit, quorum of 3", func(c *redlock.Client, k string) (*redlock.Lock, error) {
 			return c.TryAcquire(ctx, k, 2, ttl)
@@ -385,7 +385,7 @@ func TestAutoExtendLostEndsValidity(t *testing.T) {
 			return c.TryLockPath(ctx, k+"/sub", ttl)
 		}, func(t *testing.T, cl []redis.UniversalClient, l *redlock.Lock) {
 			for _, c := range cl[:2] {
-				require.NoError(t, c.Del(ctx, redlock.PathKey(l.Key())).Err())
+				require.NoError(t, c.Del(ctx, redlock.KeyName("path", l.Key())).Err())
 			}
 		}, "key missing on 2 of 3 nodes"},
 	}
@@ -433,7 +433,7 @@ func TestAutoExtendLostEndsValidity(t *testing.T) {
 		// Failed nodes prove nothing: the lease ran to its loss margin,
 		// not cut short when the first extension failed.
 		closed := time.Now()
-		require.True(t, l.Deadline().After(closed), "want Done closed before the deadline, got it %v after", closed.Sub(l.Deadline()))
+		require.True(t, deadlineOf(l).After(closed), "want Done closed before the deadline, got it %v after", closed.Sub(deadlineOf(l)))
 		require.ErrorIs(t, l.Err(), redlock.ErrLockLost)
 		require.Contains(t, l.Err().Error(), "validity ran out")
 	})
@@ -516,12 +516,12 @@ func TestAutoExtendOneWinner(t *testing.T) {
 			switch {
 			case err == nil:
 				won++
-			case !errors.Is(err, redlock.ErrAlreadyExtending):
+			case !errors.Is(err, redlock.ErrInvalid):
 				t.Fatalf("round %d, call %d: want nil or ErrAlreadyExtending, got %v", round, i, err)
 			}
 		}
 		require.Equal(t, 1, won, "round %d: want exactly one winner, got errors %v", round, errs)
-		require.ErrorIs(t, l.AutoExtend(ctx), redlock.ErrAlreadyExtending, "round %d: the winner's ctx is live", round)
+		require.ErrorIs(t, l.AutoExtend(ctx), redlock.ErrInvalid, "round %d: the winner's ctx is live", round)
 		for _, cancel := range cancels {
 			cancel()
 		}
@@ -694,7 +694,7 @@ func TestDoneNeverAfterDeadline(t *testing.T) {
 				late <- "lock " + string(rune('a'+i)) + ": Done never closed"
 				return
 			}
-			if at, dl := time.Now(), l.Deadline(); !at.Before(dl) && at.Sub(dl) > stalls.Longest() {
+			if at, dl := time.Now(), deadlineOf(l); !at.Before(dl) && at.Sub(dl) > stalls.Longest() {
 				late <- "lock " + string(rune('a'+i)) + ": Done closed " + at.Sub(dl).String() + " after Deadline, longest stall " + stalls.Longest().String()
 			}
 			require.ErrorIs(t, l.Err(), redlock.ErrLockLost)
@@ -810,7 +810,7 @@ func TestCloseEndsAutoExtension(t *testing.T) {
 		Done() <-chan struct{}
 		Err() error
 		Validity() time.Duration
-	}{"auto-extended lock": auto, "leadership": lead} {
+	}{"auto-extended lock": auto, "leadership": lead.Lock()} {
 		select {
 		case <-d.Done():
 		default:

@@ -69,7 +69,7 @@ const (
 	// at most Limit of them are held at any instant.
 	ModePermit Mode = "permit"
 	// ModeLeader is a leadership of the election whose key is Key
-	// (redlock.ElectionKey; Campaign, Run), with its term in Fence:
+	// (redlock.KeyName("election", name); Campaign, Run), with its term in Fence:
 	// it excludes every other leadership of the election, as ModeWrite
 	// does, and terms must rise in the order leaders were elected
 	// (TermOrder). Acquired is when Campaign returned; the window ends

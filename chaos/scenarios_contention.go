@@ -401,7 +401,7 @@ func (c *contention) work(ctx context.Context, ct *contender, id int) {
 		e.rec.Open()
 		e.open.Store(l, Section{
 			Client: id, Key: contentionKey, Token: l.Token(),
-			Attempt: t0, Acquired: t1, Released: Never, Deadline: clock.Of(l.Deadline()),
+			Attempt: t0, Acquired: t1, Released: Never, Deadline: clock.Of(time.Now().Add(l.Validity())),
 		})
 		if !ct.dead.Load() {
 			holdValid(ctx, l, 5*time.Millisecond+rand.N(contentionHold-5*time.Millisecond), nil)
@@ -510,7 +510,7 @@ func (c *contention) byIDLocked(id string) *contender {
 // never hold more waiters than Clients ever waited.
 func (c *contention) watch(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	ps := c.admin[c.qn].Subscribe(ctx, redlock.ReleaseChannel(contentionKey))
+	ps := c.admin[c.qn].Subscribe(ctx, redlock.KeyName("release", contentionKey))
 	clock := c.e.rec.Clock()
 	var wg sync.WaitGroup
 	wg.Go(func() {

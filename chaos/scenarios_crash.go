@@ -86,7 +86,7 @@ func restart(guard bool) func(ctx context.Context, e *env) error {
 			_ = e.write(ctx, idA, la)
 			var wg sync.WaitGroup
 			wg.Go(func() { // A holds to the end of its validity
-				_ = sleep(ctx, time.Until(la.Deadline())-time.Millisecond)
+				_ = sleep(ctx, time.Until(time.Now().Add(la.Validity()))-time.Millisecond)
 				e.release(la)
 			})
 			err = e.cl.Restart(0)
@@ -185,7 +185,7 @@ func pausedHolder(ctx context.Context, e *env) error {
 			e.failf("round %d: B's write with fence %d was rejected: %v", r, lb.Fence(), err)
 		}
 		e.release(lb)
-		if err := sleep(ctx, time.Until(la.Deadline())+10*time.Millisecond); err != nil {
+		if err := sleep(ctx, time.Until(time.Now().Add(la.Validity()))+10*time.Millisecond); err != nil {
 			return err
 		}
 		e.note("client %d wakes and writes with fence %d", idA, la.Fence())

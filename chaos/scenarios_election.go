@@ -186,7 +186,7 @@ type electionRun struct {
 }
 
 func election(ctx context.Context, e *env) error {
-	r := &electionRun{e: e, key: redlock.ElectionKey(electionName)}
+	r := &electionRun{e: e, key: redlock.KeyName("election", electionName)}
 	defer r.close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -321,8 +321,8 @@ func (r *electionRun) lead(ctx context.Context, c *candidate, ld *redlock.Leader
 	e, clock, ttl := r.e, r.e.rec.Clock(), r.e.p.TTL
 	l := ld.Lock()
 	sec := Section{
-		Client: c.id, Key: r.key, Token: l.Token(), Fence: ld.Term(), Mode: ModeLeader,
-		Attempt: t0, Acquired: t1, Released: Never, Deadline: clock.Of(l.Deadline()),
+		Client: c.id, Key: r.key, Token: l.Token(), Fence: ld.Lock().Fence(), Mode: ModeLeader,
+		Attempt: t0, Acquired: t1, Released: Never, Deadline: clock.Of(time.Now().Add(l.Validity())),
 	}
 	e.rec.Open()
 	c.mu.Lock()
@@ -334,7 +334,7 @@ func (r *electionRun) lead(ctx context.Context, c *candidate, ld *redlock.Leader
 		t := time.NewTimer(ttl / 4)
 		select {
 		case <-ctx.Done():
-		case <-ld.Done():
+		case <-ld.Lock().Done():
 		case <-t.C:
 		}
 		t.Stop()
@@ -346,7 +346,7 @@ func (r *electionRun) lead(ctx context.Context, c *candidate, ld *redlock.Leader
 			_, _ = c.hook.wait(context.Background())
 			r.lateWrite(c.id, e.write(ctx, c.id, l))
 		}
-		if ctx.Err() != nil || ld.Validity() <= 0 || isDone(ld.Done()) {
+		if ctx.Err() != nil || ld.Lock().Validity() <= 0 || isDone(ld.Lock().Done()) {
 			break
 		}
 		c.mu.Lock()
@@ -380,7 +380,7 @@ func (r *electionRun) lead(ctx context.Context, c *candidate, ld *redlock.Leader
 		_, _ = c.hook.wait(context.Background())
 		r.lateWrite(c.id, e.write(ctx, c.id, l))
 	}
-	sec.Released, sec.Deadline = clock.Now(), clock.Of(l.Deadline())
+	sec.Released, sec.Deadline = clock.Now(), clock.Of(time.Now().Add(l.Validity()))
 	e.rec.Section(sec)
 	e.rec.Close()
 	if err := ld.Resign(context.Background()); err != nil && !errors.Is(err, redlock.ErrNotHeld) {
@@ -427,7 +427,7 @@ func (r *electionRun) waitLeader(ctx context.Context) (*candidate, error) {
 	for {
 		for _, c := range r.cands {
 			c.mu.Lock()
-			ok := c.ld != nil && !c.stepping && c.ld.Validity() > 0
+			ok := c.ld != nil && !c.stepping && c.ld.Lock().Validity() > 0
 			c.mu.Unlock()
 			if ok {
 				return c, nil
@@ -463,11 +463,11 @@ func (r *electionRun) pauseLeader(ctx context.Context, what string, cut bool) er
 		c.pinned, c.frozen = true, true
 		c.hook.freeze()
 		c.mu.Unlock()
-		p := &pauseRecord{client: c.id, term: ld.Term(), at: e.rec.Clock().Now(), what: what, cut: cut}
+		p := &pauseRecord{client: c.id, term: ld.Lock().Fence(), at: e.rec.Clock().Now(), what: what, cut: cut}
 		r.mu.Lock()
 		r.pauses = append(r.pauses, p)
 		r.mu.Unlock()
-		e.note("leader client %d (term %d) pauses past its TTL %s", c.id, ld.Term(), what)
+		e.note("leader client %d (term %d) pauses past its TTL %s", c.id, ld.Lock().Fence(), what)
 		_, err = r.awaitNext(ctx, p.term, failoverBound(e.p.TTL)+recoveryWait) // check reports a missing leader
 		if err == nil {
 			err = sleep(ctx, e.p.TTL/4)
@@ -492,7 +492,7 @@ func (r *electionRun) awaitNext(ctx context.Context, term int64, d time.Duration
 	for {
 		for _, c := range r.cands {
 			c.mu.Lock()
-			ok := c.ld != nil && c.ld.Term() > term
+			ok := c.ld != nil && c.ld.Lock().Fence() > term
 			c.mu.Unlock()
 			if ok {
 				return true, nil

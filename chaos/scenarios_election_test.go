@@ -91,14 +91,14 @@ func TestAwaitNextWantsAHigherTerm(t *testing.T) {
 
 	prev := &candidate{ld: deposed}
 	r := &electionRun{cands: []*candidate{prev, {ld: paused}}}
-	if ok, err := r.awaitNext(ctx, paused.Term(), 50*time.Millisecond); ok || err != nil {
+	if ok, err := r.awaitNext(ctx, paused.Lock().Fence(), 50*time.Millisecond); ok || err != nil {
 		t.Fatalf("want no leader above term %d while the others hold terms %d and %d, got %v, %v",
-			paused.Term(), deposed.Term(), paused.Term(), ok, err)
+			paused.Lock().Fence(), deposed.Lock().Fence(), paused.Lock().Fence(), ok, err)
 	}
 	prev.mu.Lock()
 	prev.ld = next
 	prev.mu.Unlock()
-	if ok, err := r.awaitNext(ctx, paused.Term(), time.Minute); !ok || err != nil {
-		t.Fatalf("want the leader of term %d found above term %d, got %v, %v", next.Term(), paused.Term(), ok, err)
+	if ok, err := r.awaitNext(ctx, paused.Lock().Fence(), time.Minute); !ok || err != nil {
+		t.Fatalf("want the leader of term %d found above term %d, got %v, %v", next.Lock().Fence(), paused.Lock().Fence(), ok, err)
 	}
 }

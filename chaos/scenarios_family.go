@@ -28,7 +28,7 @@ const (
 )
 
 // familyLimit is the semaphore scenario's limit. With 5 nodes a permit
-// needs redlock.SemaphoreQuorum(5, 2) = 4 grants: one node may be out at
+// needs floor(2*5/3)+1 = 4 grants: one node may be out at
 // a time, so that scenario kills and pauses one after the other.
 const familyLimit = 2
 
@@ -387,7 +387,7 @@ func (e *env) tryFamily(ctx context.Context, id int, rl *redlock.Client, a famil
 	e.rec.Open()
 	e.open.Store(l, Section{
 		Client: id, Key: l.Key(), Token: l.Token(), Fence: l.Fence(), Mode: a.mode, Limit: a.limit,
-		Attempt: t0, Acquired: t1, Released: Never, Deadline: clock.Of(l.Deadline()),
+		Attempt: t0, Acquired: t1, Released: Never, Deadline: clock.Of(time.Now().Add(l.Validity())),
 	})
 	return l, nil
 }
@@ -401,7 +401,7 @@ func (e *env) releaseFamily(l *redlock.Lock) {
 	}
 	s := v.(Section)
 	clock := e.rec.Clock()
-	s.Released, s.Deadline = clock.Now(), clock.Of(l.Deadline())
+	s.Released, s.Deadline = clock.Now(), clock.Of(time.Now().Add(l.Validity()))
 	e.rec.Section(s)
 	e.rec.Close()
 	if err := l.Unlock(context.Background()); err != nil && !errors.Is(err, redlock.ErrNotHeld) {

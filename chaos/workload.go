@@ -14,7 +14,7 @@ import (
 // tryLocker is what a workload client locks with: *redlock.Client and
 // *redlock.MultiLock both are one.
 type tryLocker interface {
-	TryLock(ctx context.Context, key string, ttl time.Duration, opts ...redlock.Option) (*redlock.Lock, error)
+	TryLock(ctx context.Context, key string, ttl time.Duration, opts ...redlock.LockOption) (*redlock.Lock, error)
 }
 
 var (
@@ -100,7 +100,7 @@ func (e *env) loop(ctx context.Context, id int, lk tryLocker, w workload) {
 		}
 		if w.Greedy {
 			_ = e.write(ctx, id, l)
-			_ = sleep(ctx, time.Until(l.Deadline()))
+			_ = sleep(ctx, time.Until(time.Now().Add(l.Validity())))
 			e.abandon(l)
 			continue
 		}
@@ -127,7 +127,7 @@ func (e *env) try(ctx context.Context, id int, lk tryLocker, key string, ttl tim
 	e.rec.Open()
 	e.open.Store(l, Section{
 		Client: id, Key: key, Token: l.Token(), Fence: l.Fence(),
-		Attempt: t0, Acquired: t1, Released: Never, Deadline: clock.Of(l.Deadline()),
+		Attempt: t0, Acquired: t1, Released: Never, Deadline: clock.Of(time.Now().Add(l.Validity())),
 	})
 	return l, nil
 }
@@ -174,7 +174,7 @@ func (e *env) write(ctx context.Context, id int, l *redlock.Lock) error {
 	t1 := clock.Now()
 	e.rec.Write(Write{
 		Client: id, Key: key, Fence: l.Fence(), Start: t0, End: t1,
-		Accepted: err == nil, Late: t0 > clock.Of(l.Deadline()),
+		Accepted: err == nil, Late: t0 > clock.Of(time.Now().Add(l.Validity())),
 	})
 	return err
 }

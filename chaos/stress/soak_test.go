@@ -236,7 +236,7 @@ func soakWorker(ctx context.Context, id int, rl *redlock.Client, keys []string, 
 		}
 		sleepCtx(ctx, time.Duration(rand.IntN(3))*time.Millisecond)
 		released := clock.Now()
-		deadline := clock.Of(l.Deadline())
+		deadline := clock.Of(time.Now().Add(l.Validity()))
 		rec.Section(chaos.Section{
 			Client: id, Key: k, Token: l.Token(), Fence: l.Fence(),
 			Attempt: attempt, Acquired: acquired, Released: released, Deadline: deadline,

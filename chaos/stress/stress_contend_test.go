@@ -58,7 +58,7 @@ func (s *stressRun) contend(ctx context.Context, id int, lk *stressLocker, rng *
 			s.act(ctx, l, 5*time.Millisecond+time.Duration(rng.Int64N(int64(10*time.Millisecond))), nil)
 			s.rec.Section(chaos.Section{
 				Client: id, Key: l.Key(), Token: l.Token(),
-				Attempt: h.attempt, Acquired: h.acquired, Released: s.clock.Now(), Deadline: s.clock.Of(l.Deadline()),
+				Attempt: h.attempt, Acquired: h.acquired, Released: s.clock.Now(), Deadline: s.clock.Of(time.Now().Add(l.Validity())),
 			})
 			s.unlock(rng, h)
 		})

@@ -365,7 +365,7 @@ func lostOnQuorum(err error) (*redlock.QuorumError, bool) {
 func taken(qe *redlock.QuorumError) int {
 	n := 0
 	for _, r := range qe.Nodes {
-		if r.Status == redlock.NodeTaken || r.Status == redlock.NodeAbsent {
+		if r.Status == "taken" || r.Status == "absent" {
 			n++
 		}
 	}
@@ -439,7 +439,7 @@ func (s *stressRun) foreign(ctx context.Context, id int, rng *rand.Rand, lk *str
 	written := s.writeForeign(k, typ)
 	ttl := lockTTL(rng)
 	keys := []string{k}
-	var opts []redlock.Option
+	var opts []redlock.LockOption
 	var l *redlock.Lock
 	var err error
 	t0 := time.Now()
@@ -453,7 +453,7 @@ func (s *stressRun) foreign(ctx context.Context, id int, rng *rand.Rand, lk *str
 		}
 		l, err = lk.acq.TryLockKeys(ctx, keys, ttl)
 	default:
-		opts = []redlock.Option{redlock.WithFencing()}
+		opts = []redlock.LockOption{redlock.WithFencing()}
 		l, err = lk.acq.TryLock(ctx, k, ttl, opts...)
 	}
 	what := fmt.Sprintf("%s: TryLock(%s, %d options) on %s, a %s at %s on nodes %v", opForeign, strings.Join(keys, ","), len(opts), lk.name, typ, k, written)
@@ -529,11 +529,11 @@ func foreignProblems(err error, written []int) []string {
 	}
 	for _, r := range qe.Nodes {
 		switch {
-		case r.Status == redlock.NodeTaken:
+		case r.Status == "taken":
 			out = append(out, fmt.Sprintf("node %d taken", r.Node))
-		case r.Status == redlock.NodeOK && slices.Contains(written, r.Node):
+		case r.Status == "ok" && slices.Contains(written, r.Node):
 			out = append(out, fmt.Sprintf("node %d granted over its foreign value", r.Node))
-		case r.Node == stressHealthy && r.Status == redlock.NodeFailed && slices.Contains(written, r.Node):
+		case r.Node == stressHealthy && r.Status == "failed" && slices.Contains(written, r.Node):
 			var re redis.Error
 			if errors.As(r.Err, &re) && !strings.Contains(re.Error(), "WRONGTYPE") {
 				out = append(out, fmt.Sprintf("node %d failed with %q, not WRONGTYPE", r.Node, re.Error()))
@@ -683,15 +683,14 @@ type guardObserver struct {
 	name string
 }
 
-var _ redlock.Observer = guardObserver{}
-
 // stressStallMargin is taken off a vote's sending time as the observer
 // dates it (its arrival less its latency), in case the goroutine stalled
 // between the reply and the observer.
 const stressStallMargin = 500 * time.Millisecond
 
-func (g guardObserver) ObserveNode(e redlock.NodeEvent) {
-	if e.Status != redlock.NodeOK || e.Op == redlock.OpUnlock {
+// observe looks at the votes: the node events.
+func (g guardObserver) observe(e redlock.Event) {
+	if e.Kind != "node" || e.Status != "ok" || e.Op == "unlock" {
 		return
 	}
 	s := g.s
@@ -718,9 +717,6 @@ func (g guardObserver) ObserveNode(e redlock.NodeEvent) {
 		}
 	}
 }
-
-func (guardObserver) ObserveRound(redlock.RoundEvent) {}
-func (guardObserver) ObserveLock(redlock.LockEvent)   {}
 
 // checkFamilies checks what the families found over the whole run: votes
 // the restart guard should have refused, and resumed auto-extensions
@@ -759,7 +755,7 @@ func (s *stressRun) purgeOutside() {
 			if err == nil {
 				// The elections of foreignHistory, whose keys begin with
 				// the election prefix.
-				err = purgeNode(ctx, c, redlock.ElectionKey(s.xprefix)+"*")
+				err = purgeNode(ctx, c, redlock.KeyName("election", s.xprefix)+"*")
 			}
 			return err == nil
 		})

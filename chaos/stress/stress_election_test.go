@@ -63,7 +63,7 @@ const (
 const electionStepShare = 6
 
 // electionName returns the name of election i of the run: under the run's
-// prefix, so that its key (redlock.ElectionKey) is found by the leftover
+// prefix, so that its key (redlock.KeyName "election") is found by the leftover
 // check.
 func (s *stressRun) electionName(i int) string { return fmt.Sprintf("%se%d", s.prefix, i) }
 
@@ -82,7 +82,7 @@ func (s *stressRun) electionStep(ctx context.Context, id int, rng *rand.Rand, al
 	case p < 55:
 		s.campaign(ctx, id, rng, lk, name)
 	case p < 70:
-		keys := append([]string{redlock.ElectionKey(name), s.sem}, s.plain...)
+		keys := append([]string{redlock.KeyName("election", name), s.sem}, s.plain...)
 		keys = append(keys, s.fenced...)
 		keys = append(keys, s.rw...)
 		s.inspectAny(ctx, id, keys[rng.IntN(len(keys))])
@@ -140,12 +140,13 @@ func (s *stressRun) campaign(ctx context.Context, id int, rng *rand.Rand, lk *st
 	s.count(opCampaign + " won")
 	l := ld.Lock()
 	ls := &leading{ld: ld, name: name, values: []string{ld.Value()}}
-	s.publish(name, ld.Term(), ld.Value(), pubOK)
+	s.publish(name, ld.Lock().Fence(), ld.Value(), pubOK)
 	h := &stressHold{worker: id, lk: lk, l: l, attempt: at, acquired: s.clock.Now(), mode: chaos.ModeLeader}
-	h.note("%s won after %v (term %d)", what, took.Round(time.Microsecond), ld.Term())
+	h.ttl.Store(int64(ttl))
+	h.note("%s won after %v (term %d)", what, took.Round(time.Microsecond), ld.Lock().Fence())
 	s.holdStarted(h)
-	if ld.Term() != l.Fence() || ld.Term() <= 0 {
-		s.failf("worker %d: %s: want a positive term equal to the lock's fence, got term %d, fence %d", id, what, ld.Term(), l.Fence())
+	if ld.Lock().Fence() != l.Fence() || ld.Lock().Fence() <= 0 {
+		s.failf("worker %d: %s: want a positive term equal to the lock's fence, got term %d, fence %d", id, what, ld.Lock().Fence(), l.Fence())
 	}
 	s.fencedWrite(ctx, h)
 	end := time.Now().Add(time.Duration(rng.Int64N(int64(1500 * time.Millisecond))))
@@ -157,15 +158,15 @@ func (s *stressRun) campaign(ctx context.Context, id int, rng *rand.Rand, lk *st
 		// split one.
 		s.splitProclaim(ctx, rng, h, ls, 0)
 	}
-	for n := 1; time.Now().Before(end) && ctx.Err() == nil && !isClosed(ld.Done()); n++ {
+	for n := 1; time.Now().Before(end) && ctx.Err() == nil && !isClosed(ld.Lock().Done()); n++ {
 		t := time.NewTimer(20*time.Millisecond + time.Duration(rng.Int64N(int64(130*time.Millisecond))))
 		select {
 		case <-ctx.Done():
-		case <-ld.Done():
+		case <-ld.Lock().Done():
 		case <-t.C:
 		}
 		t.Stop()
-		if ld.Validity() <= 0 {
+		if ld.Lock().Validity() <= 0 {
 			break
 		}
 		switch rng.IntN(6) {
@@ -183,10 +184,10 @@ func (s *stressRun) campaign(ctx context.Context, id int, rng *rand.Rand, lk *st
 			s.fencedWrite(ctx, h)
 		}
 	}
-	released, deadline := s.clock.Now(), s.clock.Of(l.Deadline())
+	released, deadline := s.clock.Now(), s.clock.Of(time.Now().Add(l.Validity()))
 	h.note("stopped leading after %v with Validity %v", (released - h.acquired).Round(time.Microsecond), (deadline - released).Round(time.Microsecond))
 	s.rec.Section(chaos.Section{
-		Client: id, Key: l.Key(), Token: l.Token(), Fence: ld.Term(), Mode: chaos.ModeLeader,
+		Client: id, Key: l.Key(), Token: l.Token(), Fence: ld.Lock().Fence(), Mode: chaos.ModeLeader,
 		Attempt: h.attempt, Acquired: h.acquired, Released: released, Deadline: deadline,
 	})
 	s.count(opResign)
@@ -226,13 +227,13 @@ func (s *stressRun) proclaim(ctx context.Context, rng *rand.Rand, h *stressHold,
 	t0 := time.Now()
 	err := ld.Proclaim(cctx, v)
 	if err == nil {
-		s.publish(ls.name, ld.Term(), v, pubOK)
+		s.publish(ls.name, ld.Lock().Fence(), v, pubOK)
 		ls.values, ls.uncertain = append(ls.values, v), false
 	} else if !unsent(err) {
-		s.publish(ls.name, ld.Term(), v, pubUnknown)
+		s.publish(ls.name, ld.Lock().Fence(), v, pubUnknown)
 		ls.uncertain = true
 	}
-	s.checkBound(h.worker, fmt.Sprintf("Proclaim, ctx ending after %v", until), time.Since(t0), h.lk.roundWait(ld.Lock().TTL())+stressSlack)
+	s.checkBound(h.worker, fmt.Sprintf("Proclaim, ctx ending after %v", until), time.Since(t0), h.lk.roundWait(h.maxTTL())+stressSlack)
 	switch {
 	case err == nil:
 		if ld.Value() != v {
@@ -267,23 +268,23 @@ const dialBreakerGrace = 2 * time.Second
 // inspectLeader inspects the leader's own election: the leadership must
 // be held by it, while it stays valid and no node is killed or paused.
 func (s *stressRun) inspectLeader(ctx context.Context, h *stressHold, ld *redlock.Leadership, name string) {
-	key := redlock.ElectionKey(name)
+	key := redlock.KeyName("election", name)
 	var hd *redlock.Holding
 	var err error
-	valid := ld.Validity() > 0
+	valid := ld.Lock().Validity() > 0
 	healthy := s.healthyFor(func() { hd, err = s.timedInspect(ctx, h.worker, key) })
 	if err != nil {
 		return
 	}
-	valid = valid && ld.Validity() > 0 && !isClosed(ld.Done())
+	valid = valid && ld.Lock().Validity() > 0 && !isClosed(ld.Lock().Done())
 	h.note("Inspect of its election: %s", hd.State)
 	if !valid || !healthy {
 		return
 	}
 	id := holderID(h.l.Token())
-	if hd.State != redlock.HoldHeld || len(hd.Holders) != 1 || hd.Holders[0].ID != id || hd.Fence < ld.Term() {
+	if hd.State != "held" || len(hd.Holders) != 1 || hd.Holders[0].ID != id || hd.Fence < ld.Lock().Fence() {
 		s.failf("worker %d: Inspect of its election %s while it led (term %d) and every node ran: want held by %s with a fence of at least %d, got %s (%s)",
-			h.worker, key, ld.Term(), id, ld.Term(), describeHolding(hd), h)
+			h.worker, key, ld.Lock().Fence(), id, ld.Lock().Fence(), describeHolding(hd), h)
 	}
 }
 
@@ -297,7 +298,7 @@ func (s *stressRun) leader(ctx context.Context, h *stressHold, ls *leading) {
 	s.count(opLeader)
 	var got redlock.Leader
 	var err error
-	valid := ld.Validity() > 0
+	valid := ld.Lock().Validity() > 0
 	healthy := s.healthyFor(func() {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -305,17 +306,17 @@ func (s *stressRun) leader(ctx context.Context, h *stressHold, ls *leading) {
 		got, err = s.inspector.Election(name).Leader(cctx)
 		s.checkBound(h.worker, "Leader of "+name, time.Since(t0), 250*time.Millisecond+stressSlack)
 	})
-	valid = valid && ld.Validity() > 0 && !isClosed(ld.Done())
+	valid = valid && ld.Lock().Validity() > 0 && !isClosed(ld.Lock().Done())
 	h.note("Leader: term %d: %v", got.Term, errText(err))
 	switch {
 	case err != nil && !errors.Is(err, redlock.ErrNoLeader) && !errors.Is(err, redlock.ErrUnreachable) && !isCtxErr(err):
 		s.failf("worker %d: Leader: want a leader, ErrNoLeader, ErrUnreachable or a context error, got %v", h.worker, err)
-	case valid && healthy && ctx.Err() == nil && (err != nil || got.Term != ld.Term()):
+	case valid && healthy && ctx.Err() == nil && (err != nil || got.Term != ld.Lock().Fence()):
 		s.failf("worker %d: Leader of %s while it led (term %d) and every node ran: want term %d, got %+v, %v (%s)",
-			h.worker, name, ld.Term(), ld.Term(), got, err, h)
+			h.worker, name, ld.Lock().Fence(), ld.Lock().Fence(), got, err, h)
 	case valid && healthy && ctx.Err() == nil && certain && got.Value != want:
 		s.failf("worker %d: Leader of %s while it led (term %d) and every node ran: want the value on a quorum %q, got %q (%s)",
-			h.worker, name, ld.Term(), want, got.Value, h)
+			h.worker, name, ld.Lock().Fence(), want, got.Value, h)
 	}
 }
 
@@ -449,7 +450,7 @@ func (s *stressRun) checkObserved(h chaos.History) {
 		for _, l := range o.got {
 			delivered[l.Term] = true
 		}
-		for _, term := range terms[redlock.ElectionKey(o.name)] {
+		for _, term := range terms[redlock.KeyName("election", o.name)] {
 			if term > first && term < last && !delivered[term] {
 				s.failf("worker %d: Observe of %s delivered terms %d to %d but not leadership term %d (delivered: %+v)", o.worker, o.name, first, last, term, o.got)
 			}
@@ -494,7 +495,7 @@ func unsent(err error) bool {
 		return false
 	}
 	for _, n := range qe.Nodes {
-		if n.Status != redlock.NodePending {
+		if n.Status != "pending" {
 			return false
 		}
 	}
@@ -657,7 +658,7 @@ var errSplit = errors.New("stress: split Proclaim: failed on this node on purpos
 // half the time. Leader must go on reporting the last value on a quorum
 // and Observe must not deliver it while every node runs.
 func (s *stressRun) splitProclaim(ctx context.Context, rng *rand.Rand, h *stressHold, ls *leading, n int) {
-	key := redlock.ElectionKey(ls.name)
+	key := redlock.KeyName("election", ls.name)
 	tok, _, _ := strings.Cut(h.l.Token(), "\x00") // the token, without the metadata
 	rctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
@@ -687,7 +688,7 @@ func (s *stressRun) splitProclaim(ctx context.Context, rng *rand.Rand, h *stress
 	case err == nil:
 		s.failf("worker %d: a Proclaim that %d of %d nodes took (split) succeeded (%s)", h.worker, len(rest)-len(fails), len(s.inspect), h)
 	case !unsent(err):
-		s.publish(ls.name, ls.ld.Term(), v, pubMinority)
+		s.publish(ls.name, ls.ld.Lock().Fence(), v, pubMinority)
 		s.leaderAfterSplit(ctx, h, ls, v)
 	}
 }
@@ -700,18 +701,18 @@ func (s *stressRun) splitProclaim(ctx context.Context, rng *rand.Rand, h *stress
 // bare quorum and the split one may look alike).
 func (s *stressRun) leaderAfterSplit(ctx context.Context, h *stressHold, ls *leading, split string) {
 	s.count(opLeader + " after a split")
-	key := redlock.ElectionKey(ls.name)
+	key := redlock.KeyName("election", ls.name)
 	want, certain := ls.ld.Value(), !ls.uncertain
-	before := s.everyNode(ctx, s.inspector, key) && ls.ld.Validity() > 0
+	before := s.everyNode(ctx, s.inspector, key) && ls.ld.Lock().Validity() > 0
 	got, err := s.inspector.Election(ls.name).Leader(ctx)
-	after := s.everyNode(ctx, s.inspector, key) && ls.ld.Validity() > 0
+	after := s.everyNode(ctx, s.inspector, key) && ls.ld.Lock().Validity() > 0
 	h.note("Leader after the split: %q, term %d: %v", got.Value, got.Term, errText(err))
-	if before && after && certain && err == nil && got.Term == ls.ld.Term() && got.Value != want {
+	if before && after && certain && err == nil && got.Term == ls.ld.Lock().Fence() && got.Value != want {
 		// What each node holds now, value and last history entries, to
 		// tell a wrong reading from a split that reached a quorum.
 		var nodes []string
 		for i, c := range s.inspect {
-			m, _ := c.ZRange(ctx, redlock.ElectionTermsKey(ls.name), -3, -1).Result()
+			m, _ := c.ZRange(ctx, redlock.KeyName("terms", ls.name), -3, -1).Result()
 			v, _ := c.Get(ctx, key).Result()
 			_, meta, _ := strings.Cut(v, "\x00")
 			nodes = append(nodes, fmt.Sprintf("node %d: %q, history %q", i+1, meta, m))
@@ -746,9 +747,9 @@ func (s *stressRun) everyNode(ctx context.Context, c *redlock.Client, key string
 // split values (Observe delivers only what may be on a quorum). Nothing
 // else publishes in the term meanwhile: this is its leader's goroutine.
 func (s *stressRun) observeAfterSplit(ctx context.Context, h *stressHold, ls *leading) {
-	term := ls.ld.Term()
+	term := ls.ld.Lock().Fence()
 	g0 := s.killGen.Load()
-	if g0%2 != 0 || !s.everyNode(ctx, s.patient, redlock.ElectionKey(ls.name)) {
+	if g0%2 != 0 || !s.everyNode(ctx, s.patient, redlock.KeyName("election", ls.name)) {
 		return
 	}
 	s.count(opObserve + " after a split")
@@ -824,7 +825,7 @@ func (s *stressRun) foreignHistory(ctx context.Context, id int) {
 	}
 	s.count(opCampaign + " on a foreign history")
 	name := s.freshKey("fh", true)
-	hk := redlock.ElectionTermsKey(name)
+	hk := redlock.KeyName("terms", name)
 	for _, c := range s.inspect {
 		_ = c.RPush(ctx, hk, "not a history").Err()
 	}
@@ -984,7 +985,7 @@ func (s *stressRun) observeRacing(ctx context.Context, h *stressHold, ls *leadin
 			return false
 		}
 	}
-	term := ls.ld.Term()
+	term := ls.ld.Lock().Fence()
 	if !recv(2*time.Second) || got[0].Term != term {
 		return // no leader read in time, or not this leadership's
 	}
@@ -1013,7 +1014,7 @@ func (s *stressRun) observeRacing(ctx context.Context, h *stressHold, ls *leadin
 	}
 	h.note("Observe racing Proclaims delivered %+v", got)
 	vs := vals()
-	if ok && ls.ld.Validity() > 0 && (len(vs) < len(want) || !slices.Equal(vs[:len(want)], want)) {
+	if ok && ls.ld.Lock().Validity() > 0 && (len(vs) < len(want) || !slices.Equal(vs[:len(want)], want)) {
 		s.failf("worker %d: Observe of %s started before Proclaims of %q: want %q delivered in order, got %q (%s)", h.worker, ls.name, want[1:], want, vs, h)
 	}
 }
@@ -1026,11 +1027,11 @@ func (s *stressRun) proclaimValue(ctx context.Context, h *stressHold, ls *leadin
 	h.note("Proclaim(%q): %v", v, errText(err))
 	switch {
 	case err == nil:
-		s.publish(ls.name, ls.ld.Term(), v, pubOK)
+		s.publish(ls.name, ls.ld.Lock().Fence(), v, pubOK)
 		ls.values, ls.uncertain = append(ls.values, v), false
 		return true
 	case !unsent(err):
-		s.publish(ls.name, ls.ld.Term(), v, pubUnknown)
+		s.publish(ls.name, ls.ld.Lock().Fence(), v, pubUnknown)
 		ls.uncertain = true
 	}
 	return false

@@ -38,11 +38,11 @@ const stressSlack = time.Second
 type stressLocker struct {
 	name string
 	acq  interface {
-		TryLock(ctx context.Context, key string, ttl time.Duration, opts ...redlock.Option) (*redlock.Lock, error)
-		Lock(ctx context.Context, key string, ttl time.Duration, opts ...redlock.Option) (*redlock.Lock, error)
-		TryLockKeys(ctx context.Context, keys []string, ttl time.Duration, opts ...redlock.Option) (*redlock.Lock, error)
-		LockKeys(ctx context.Context, keys []string, ttl time.Duration, opts ...redlock.Option) (*redlock.Lock, error)
-		Do(ctx context.Context, key string, ttl time.Duration, fn func(context.Context) error, opts ...redlock.Option) error
+		TryLock(ctx context.Context, key string, ttl time.Duration, opts ...redlock.LockOption) (*redlock.Lock, error)
+		Lock(ctx context.Context, key string, ttl time.Duration, opts ...redlock.LockOption) (*redlock.Lock, error)
+		TryLockKeys(ctx context.Context, keys []string, ttl time.Duration, opts ...redlock.LockOption) (*redlock.Lock, error)
+		LockKeys(ctx context.Context, keys []string, ttl time.Duration, opts ...redlock.LockOption) (*redlock.Lock, error)
+		Do(ctx context.Context, key string, ttl time.Duration, fn func(context.Context) error, opts ...redlock.LockOption) error
 	}
 	client      *redlock.Client // acq, when it is a Client (the lock family is the Client's); nil for a MultiLock
 	nodeTimeout time.Duration   // 0: the default, redlock.DefaultNodeTimeout
@@ -241,7 +241,7 @@ func newStressRun(t *testing.T, seed int64, d time.Duration, families map[string
 			opts := spec.opts()
 			if spec.guard {
 				name = strings.TrimSuffix(name, ")") + fmt.Sprintf(", restart guard %v)", stressGuard)
-				opts = append(opts, redlock.WithRestartGuard(stressGuard), redlock.WithObserver(guardObserver{s: s, name: name}))
+				opts = append(opts, redlock.WithRestartGuard(stressGuard), redlock.WithObserver(guardObserver{s: s, name: name}.observe))
 			}
 			c, err := redlock.New(nodes, opts...)
 			if err != nil && spec.guard && spec.clone && errors.Is(err, redlock.ErrInvalid) {
@@ -773,8 +773,8 @@ func (s *stressRun) checkLeftovers() int {
 // node: the keys under the run's prefix, which include the read-write
 // keys' readers (ReadersKey) and the semaphore, the path tree's
 // holder keys and intention records, which begin with "{" + the tree's
-// root + "}" (PathKey), and the elections' keys (ElectionKey). An
-// election's history (ElectionTermsKey) is skipped when it has a TTL,
+// root + "}" (KeyName "path"), and the elections' keys (KeyName "election"). An
+// election's history (KeyName("terms", name)) is skipped when it has a TTL,
 // as the fence counters are: it is not lock state, and it outlives the
 // leaderships by design (for max(10×ttl, 1 minute)) so that observers
 // that fell behind still read it; one without a TTL is a leak, listed.
@@ -784,7 +784,7 @@ func (s *stressRun) scanLockKeys() ([]leftover, error) {
 	var out []leftover
 	var errs []error
 	for i, c := range s.inspect {
-		for _, pattern := range []string{s.prefix + "*", "{" + s.prefix + "*", redlock.ElectionKey(s.prefix) + "*"} {
+		for _, pattern := range []string{s.prefix + "*", "{" + s.prefix + "*", redlock.KeyName("election", s.prefix) + "*"} {
 			it := c.Scan(ctx, 0, pattern, 1000).Iterator()
 			for it.Next(ctx) {
 				k := it.Val()

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -164,7 +165,7 @@ const (
 )
 
 // stressSemLimit is the limit of the stress semaphore: on 5 nodes a
-// permit needs SemaphoreQuorum(5, 2) = 4 grants, so one faulty node at a
+// permit needs floor(2*5/3)+1 = 4 grants, so one faulty node at a
 // time still leaves permits to win, two (a process fault and a slowed
 // node) do not.
 const stressSemLimit = 2
@@ -265,10 +266,10 @@ func (s *stressRun) step(ctx context.Context, id int, rng *rand.Rand) {
 		a.op, a.lk, a.keys, a.wait = opMultiLock, m, []string{plain}, true
 	case p < 66:
 		a.op, a.lk, a.keys = opFencedTry, pick(rng, q, m), []string{fenced}
-		a.opts = []redlock.Option{redlock.WithFencing()}
+		a.opts = []redlock.LockOption{redlock.WithFencing()}
 	case p < 76:
 		a.op, a.lk, a.keys, a.wait = opFencedLock, pick(rng, q, m), []string{fenced}, true
-		a.opts = []redlock.Option{redlock.WithFencing()}
+		a.opts = []redlock.LockOption{redlock.WithFencing()}
 	case p < 86:
 		// A key nobody else uses: every node grants, so a round lost
 		// to a tiny node timeout or cut short by ctx has grants to
@@ -324,7 +325,7 @@ func (s *stressRun) familyStep(ctx context.Context, rng *rand.Rand, a attempt, q
 		a.op, a.mode, a.keys, a.limit, a.wait = opAcquire, chaos.ModePermit, []string{s.sem}, stressSemLimit, true
 	}
 	if a.mode == "" && rng.IntN(3) == 0 {
-		a.opts = []redlock.Option{redlock.WithFencing()}
+		a.opts = []redlock.LockOption{redlock.WithFencing()}
 	}
 	s.acquireAndHold(ctx, rng, a)
 }
@@ -361,7 +362,7 @@ type attempt struct {
 	keys   []string
 	ttl    time.Duration
 	wait   bool // Lock or LockKeys: retry until ctx ends
-	opts   []redlock.Option
+	opts   []redlock.LockOption
 	mode   chaos.Mode // a lock of the family (ModePath, ModeRead, ModePermit), else ""
 	limit  int        // ModePermit: the semaphore's limit
 }
@@ -372,6 +373,7 @@ type stressHold struct {
 	worker   int
 	lk       *stressLocker // the locker that won it
 	l        *redlock.Lock
+	ttl      atomic.Int64 // the longest TTL (ns) the lock was taken or extended with: extensions race (dualExtend)
 	attempt  time.Duration
 	acquired time.Duration
 	mode     chaos.Mode // what it holds: "" for an exclusive lock
@@ -427,6 +429,7 @@ func (s *stressRun) acquire(ctx context.Context, rng *rand.Rand, a attempt) *str
 	}
 	s.count(a.op + " won")
 	h := &stressHold{worker: a.worker, lk: a.lk, l: l, attempt: at, acquired: s.clock.Now(), mode: a.mode, limit: a.limit}
+	h.ttl.Store(int64(a.ttl))
 	h.note("%s won after %v (fence %d)", what, took.Round(time.Microsecond), l.Fence())
 	s.holdStarted(h)
 	return h
@@ -463,13 +466,13 @@ func (s *stressRun) hold(ctx context.Context, rng *rand.Rand, h *stressHold) {
 		}
 		h.note("AutoExtend")
 		done = l.Done()
-		d = time.Duration(rng.Int64N(int64(min(2*l.TTL(), 1500*time.Millisecond))))
+		d = time.Duration(rng.Int64N(int64(min(2*h.maxTTL(), 1500*time.Millisecond))))
 	}
 	s.act(ctx, l, d, done)
 	released := s.clock.Now()
-	deadline := s.clock.Of(l.Deadline())
+	deadline := s.clock.Of(time.Now().Add(l.Validity()))
 	h.note("stopped acting after %v with Validity %v", (released - h.acquired).Round(time.Microsecond), (deadline - released).Round(time.Microsecond))
-	for _, k := range l.Keys() {
+	for _, k := range strings.Split(l.Key(), ",") {
 		s.rec.Section(chaos.Section{
 			Client: h.worker, Key: k, Token: l.Token(), Fence: l.Fence(), Mode: h.mode, Limit: h.limit,
 			Attempt: h.attempt, Acquired: h.acquired, Released: released, Deadline: deadline,
@@ -534,6 +537,7 @@ func (s *stressRun) dualExtend(ctx context.Context, rng *rand.Rand, h *stressHol
 // timedExtend calls Extend and checks its bound and error.
 func (s *stressRun) timedExtend(ctx context.Context, h *stressHold, ttl time.Duration) error {
 	t0 := time.Now()
+	h.raiseTTL(ttl) // sent: it may land whatever the round decides
 	err := h.l.Extend(ctx, ttl)
 	s.checkBound(h.worker, fmt.Sprintf("Extend(%v) of %s", ttl, h.l.Key()), time.Since(t0), h.lk.roundWait(ttl)+stressSlack)
 	if err != nil && !errors.Is(err, redlock.ErrNotHeld) && !isCtxErr(err) {
@@ -552,7 +556,7 @@ func (s *stressRun) unlock(rng *rand.Rand, h *stressHold) {
 		cancel()
 		ctx = c
 	}
-	ttl := h.l.TTL()
+	ttl := h.maxTTL()
 	t0 := time.Now()
 	err := h.l.Unlock(ctx)
 	s.checkBound(h.worker, fmt.Sprintf("Unlock of %s", h.l.Key()), time.Since(t0), h.lk.roundWait(ttl)+stressSlack)
@@ -579,7 +583,7 @@ func (s *stressRun) fencedWrite(ctx context.Context, h *stressHold) {
 	t1 := s.clock.Now()
 	s.rec.Write(chaos.Write{
 		Client: h.worker, Key: res, Fence: l.Fence(), Start: t0, End: t1,
-		Accepted: err == nil, Late: t0 > s.clock.Of(l.Deadline()),
+		Accepted: err == nil, Late: t0 > s.clock.Of(time.Now().Add(l.Validity())),
 	})
 	switch {
 	case errors.Is(err, redlock.ErrStaleFence):
@@ -603,13 +607,13 @@ func (s *stressRun) do(ctx context.Context, id int, rng *rand.Rand, lk *stressLo
 	ttl := 3*time.Second + time.Duration(rng.Int64N(int64(stressMaxTTL-3*time.Second)))
 	cctx, stop, until := callCtx(ctx, rng, true)
 	defer stop()
-	var opts []redlock.Option
+	var opts []redlock.LockOption
 	if rng.IntN(3) == 0 {
 		// A ctx that never ends, as a service's background job might
 		// pass: only the lock's loss or fn's return may stop the
 		// auto-extension, and the retry budget bounds the wait.
 		cctx, until = context.Background(), 3*(4*lk.roundWait(ttl)+2*50*time.Millisecond) // 50ms: Lock's default retry delay
-		opts = []redlock.Option{redlock.WithMaxTries(3)}
+		opts = []redlock.LockOption{redlock.WithMaxTries(3)}
 	}
 	d := time.Duration(rng.Int64N(int64(1500 * time.Millisecond)))
 	mode := rng.IntN(3) // 0: return nil, 1: return an error, 2: panic
@@ -655,7 +659,7 @@ func (s *stressRun) do(ctx context.Context, id int, rng *rand.Rand, lk *stressLo
 }
 
 // callDo calls Do and returns the panic it passed on, or its error.
-func callDo(ctx context.Context, lk *stressLocker, key string, ttl time.Duration, fn func(context.Context) error, opts ...redlock.Option) (recovered any, err error) {
+func callDo(ctx context.Context, lk *stressLocker, key string, ttl time.Duration, fn func(context.Context) error, opts ...redlock.LockOption) (recovered any, err error) {
 	defer func() { recovered = recover() }()
 	return nil, lk.acq.Do(ctx, key, ttl, fn, opts...)
 }
@@ -731,4 +735,17 @@ func (h *stressHold) note(format string, args ...any) {
 // String describes the hold: who, which lock, and what it did.
 func (h *stressHold) String() string {
 	return fmt.Sprintf("worker %d, token %s: %s", h.worker, h.l.Token(), strings.Join(h.log, "; "))
+}
+
+// maxTTL returns the longest TTL h's lock was taken or extended with.
+func (h *stressHold) maxTTL() time.Duration { return time.Duration(h.ttl.Load()) }
+
+// raiseTTL records an extension of h's lock to ttl.
+func (h *stressHold) raiseTTL(ttl time.Duration) {
+	for {
+		old := h.ttl.Load()
+		if int64(ttl) <= old || h.ttl.CompareAndSwap(old, int64(ttl)) {
+			return
+		}
+	}
 }

@@ -124,7 +124,7 @@ func (c *runConfig) tail(r *runner) time.Duration {
 // flight (see inflight), then reads the holders to say why. end, when not
 // zero, is when a bounded --wait is over, exit included: the attempts
 // stop c.tail(r) before it, and what follows them ends by it.
-func acquire(ctx context.Context, lk redlock.Locker, c *runConfig, r *runner, end time.Time, sigs <-chan os.Signal, stderr io.Writer) (*redlock.Lock, int) {
+func acquire(ctx context.Context, lk *redlock.Client, c *runConfig, r *runner, end time.Time, sigs <-chan os.Signal, stderr io.Writer) (*redlock.Lock, int) {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if !end.IsZero() {
@@ -201,7 +201,7 @@ func acquire(ctx context.Context, lk redlock.Locker, c *runConfig, r *runner, en
 // when end is not zero: a bounded --wait ends by then, and what Close
 // leaves (a release to a stalled node) expires with the TTL, as it does
 // when Close gives up on it (see redlock.Client.Close).
-func closeBy(lk redlock.Locker, end time.Time) {
+func closeBy(lk *redlock.Client, end time.Time) {
 	if end.IsZero() {
 		_ = lk.Close()
 		return

@@ -14,17 +14,14 @@ import (
 )
 
 // hold is what a supervised command runs under: a lock (run) or a
-// leadership (elect). Done closes when it can no longer be proven held,
+// leadership's lock (elect). Done closes when it can no longer be proven held,
 // and Err then matches redlock.ErrLockLost.
 type hold interface {
 	Done() <-chan struct{}
 	Err() error
 }
 
-var (
-	_ hold = (*redlock.Lock)(nil)
-	_ hold = (*redlock.Leadership)(nil)
-)
+var _ hold = (*redlock.Lock)(nil)
 
 // command is a command that run and elect start and supervise while they
 // hold their lock: the one supervisor of both, so that a lost lock and a

@@ -109,7 +109,7 @@ func cmdElect(ctx context.Context, args []string, env func(string) string, stdou
 	if err != nil {
 		return usageExit(err, "redlock elect", stderr)
 	}
-	r := &runner{specs: c.nodes, flight: new(inflight), stored: c.keyPrefix + redlock.ElectionKey(c.name),
+	r := &runner{specs: c.nodes, flight: new(inflight), stored: c.keyPrefix + redlock.KeyName("election", c.name),
 		probe: max(2*c.effectiveNodeTimeout(), 100*time.Millisecond)}
 	r.clients, err = newClients(c.nodes)
 	if err != nil {
@@ -151,12 +151,12 @@ func cmdElect(ctx context.Context, args []string, env func(string) string, stdou
 	elected = true
 	if c.verbose {
 		fmt.Fprintf(stderr, "redlock elect: leader of %q, term %d, value %q (validity %v)\n",
-			c.name, ld.Term(), ld.Value(), ld.Validity().Round(time.Millisecond))
+			c.name, ld.Lock().Fence(), ld.Value(), ld.Lock().Validity().Round(time.Millisecond))
 	}
-	env2 := []string{"REDLOCK_ELECTION=" + c.name, "REDLOCK_TERM=" + strconv.FormatInt(ld.Term(), 10)}
+	env2 := []string{"REDLOCK_ELECTION=" + c.name, "REDLOCK_TERM=" + strconv.FormatInt(ld.Lock().Fence(), 10)}
 	cmd := &command{prog: "redlock elect", what: fmt.Sprintf("leadership of %q", c.name), argv: c.command, env: env2,
 		foreground: c.foreground, grace: c.grace, explain: r.explain}
-	code, ended := cmd.runUnder(ctx, ld, sigs, stdout, stderr)
+	code, ended := cmd.runUnder(ctx, ld.Lock(), sigs, stdout, stderr)
 	// Resign wakes the waiting candidates at once; after a loss it frees
 	// what the nodes may still keep.
 	err = ld.Resign(context.WithoutCancel(ctx))
@@ -180,7 +180,7 @@ func campaign(ctx context.Context, e *redlock.Election, c *electConfig, r *runne
 		cctx, cancelT = context.WithDeadline(cctx, end.Add(-min(c.wait.d/2, 2*c.effectiveNodeTimeout())))
 		defer cancelT()
 	}
-	var opts []redlock.Option
+	var opts []redlock.LockOption
 	if c.wait.set && c.wait.d == 0 {
 		opts = append(opts, redlock.WithMaxTries(1)) // one attempt
 	}

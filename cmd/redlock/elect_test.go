@@ -32,13 +32,13 @@ func TestElectRunsCommandAsLeader(t *testing.T) {
 		if r.stdout != "ran\n" {
 			t.Errorf("want the command's output, got %q", r.stdout)
 		}
-		released(t, clients, redlock.ElectionKey(name), len(clients))
+		released(t, clients, redlock.KeyName("election", name), len(clients))
 	}
 	r := cli(t, env, "elect", name, "--", "no-such-command-for-redlock")
 	if r.code != exitNotFound || !strings.Contains(r.stderr, "no-such-command-for-redlock") {
 		t.Errorf("missing command: want exit %d naming it, got %d:\n%s", exitNotFound, r.code, r.stderr)
 	}
-	released(t, clients, redlock.ElectionKey(name), len(clients))
+	released(t, clients, redlock.KeyName("election", name), len(clients))
 }
 
 // `redlock status --election NAME` reads the election's key without the
@@ -58,7 +58,7 @@ func TestStatusShowsElection(t *testing.T) {
 	}
 	defer func() { _ = lead.Resign(ctx) }()
 	r := cli(t, map[string]string{envNodes: urls}, "status", "--election", name)
-	if want := fmt.Sprintf("term %d: host-a", lead.Term()); r.code != exitOK || !strings.Contains(r.stdout, want) {
+	if want := fmt.Sprintf("term %d: host-a", lead.Lock().Fence()); r.code != exitOK || !strings.Contains(r.stdout, want) {
 		t.Errorf("want exit 0 and %q, got %d:\n%s%s", want, r.code, r.stdout, r.stderr)
 	}
 }
@@ -208,7 +208,7 @@ func TestElectLeadershipLost(t *testing.T) {
 				kill[i] = n.Kill
 			}
 			tc.lose(t, kill, func(i int) {
-				if err := clients[i].Del(context.Background(), redlock.ElectionKey(name)).Err(); err != nil {
+				if err := clients[i].Del(context.Background(), redlock.KeyName("election", name)).Err(); err != nil {
 					t.Fatal(err)
 				}
 			})

@@ -246,11 +246,11 @@ func whoAmI() string {
 }
 
 // runMetadata is run's default metadata: who runs which command, cut to
-// redlock.MaxMetadata bytes.
+// 4096 bytes.
 func runMetadata(argv []string) string {
 	m := whoAmI() + ": " + strings.Join(argv, " ")
-	if len(m) > redlock.MaxMetadata {
-		m = m[:redlock.MaxMetadata]
+	if len(m) > 4096 {
+		m = m[:4096]
 	}
 	return m
 }
@@ -283,7 +283,7 @@ func keyPrefix(flag string, env func(string) string) string {
 }
 
 // newLocker returns a Client over the nodes, or a MultiLock with --multi.
-func newLocker(clients []redis.UniversalClient, multi bool, opts []redlock.Option) (redlock.Locker, error) {
+func newLocker(clients []redis.UniversalClient, multi bool, opts []redlock.Option) (*redlock.Client, error) {
 	if multi {
 		return newMultiLocker(clients, opts...)
 	}

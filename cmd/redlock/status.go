@@ -61,7 +61,7 @@ func cmdStatus(ctx context.Context, args []string, env func(string) string, stdo
 	case key != "" && election != "":
 		err = usagef("--key and --election both given: give one")
 	case election != "":
-		key = redlock.ElectionKey(election)
+		key = redlock.KeyName("election", election)
 	case key == "":
 		return statusHealth(ctx, fs, nodes, guard, timeout, env, stdout, stderr)
 	}
@@ -153,7 +153,7 @@ func serverIDs(ctx context.Context, specs []nodeSpec, clients []redis.UniversalC
 // sameServer returns a usage error when two nodes answered with one
 // run_id: one server given under two names (redis://127.0.0.1:P and
 // redis://localhost:P), which parseNodes cannot tell from the URLs. The
-// library refuses such nodes the same way (redlock.ErrDuplicateNode) on a
+// library refuses such nodes the same way (redlock.ErrInvalid) on a
 // lock's first round, but Inspect does not identify the nodes; status
 // would count the server's key twice towards a quorum.
 func sameServer(specs []nodeSpec, runIDs []string) error {
@@ -221,7 +221,7 @@ func printStatus(w io.Writer, key string, r *runner, h *redlock.Holding) {
 	quorum := total/2 + 1
 	fmt.Fprintf(w, "\n%d of %d nodes reachable; quorum %d.\n", up, total, quorum)
 	switch {
-	case h.State == redlock.HoldHeld:
+	case h.State == "held":
 		for _, x := range h.Holders {
 			id := shortID(x.ID)
 			fmt.Fprintf(w, "%q is held by %s on %d of %d nodes, for at least %v (what a quorum guarantees)", key, id, onNodes[id], total, x.TTL.Round(time.Millisecond))

@@ -35,7 +35,7 @@ func TestStatus(t *testing.T) {
 	}
 	defer func() { _ = l.Unlock(ctx) }()
 	for _, cl := range clients[:2] {
-		if err := cl.Set(ctx, redlock.FenceKey(key), 42, 0).Err(); err != nil {
+		if err := cl.Set(ctx, redlock.KeyName("fence", key), 42, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -50,25 +50,25 @@ func (r *runner) nodeLines(err error, now []nodeStatus) string {
 	}
 	var b strings.Builder
 	for _, n := range qe.Nodes {
-		if n.Status == redlock.NodeOK {
+		if n.Status == "ok" {
 			continue
 		}
-		st := n.Status.String()
+		st := n.Status
 		switch n.Status {
-		case redlock.NodeTaken:
+		case "taken":
 			st = "held by another owner"
-		case redlock.NodePending:
+		case "pending":
 			st = "no answer before the outcome was decided"
-		case redlock.NodeFailed:
+		case "failed":
 			st = "failed: " + libError(n.Err).Error()
 		}
-		if n.Node >= 0 && n.Node < len(now) && n.Status != redlock.NodeFailed {
+		if n.Node >= 0 && n.Node < len(now) && n.Status != "failed" {
 			switch s := now[n.Node]; {
 			case s.err != nil:
 				st = "no answer"
 			case s.token != "":
 				st = "held by " + holderID(s.token)
-			case n.Status == redlock.NodeTaken:
+			case n.Status == "taken":
 				st = "held by another owner, free now"
 			default:
 				st = "free"
@@ -91,9 +91,9 @@ func (r *runner) why(ctx context.Context, err error) (string, []nodeStatus) {
 	if errors.As(err, &qe) {
 		for _, n := range qe.Nodes {
 			switch n.Status {
-			case redlock.NodeTaken:
+			case "taken":
 				taken++
-			case redlock.NodeFailed:
+			case "failed":
 				failed++
 			}
 		}
@@ -174,7 +174,7 @@ func libError(err error) error {
 	return errors.New(strings.ReplaceAll(err.Error(), "redlock: ", ""))
 }
 
-// dupRe matches the library's duplicate-node errors (ErrDuplicateNode),
+// dupRe matches the library's duplicate-node errors ("duplicate node" in ErrInvalid),
 // which number the nodes from 1: "duplicate node: nodes 1 and 3 are the
 // same server (run_id ...)", "... both address ...", "... are the same
 // client".
@@ -187,7 +187,7 @@ var dupRe = regexp.MustCompile(`^duplicate node: nodes (\d+) and (\d+) (.*)$`)
 func (r *runner) usageError(err error) error {
 	msg := libError(err).Error()
 	m := dupRe.FindStringSubmatch(msg)
-	if m == nil || !errors.Is(err, redlock.ErrDuplicateNode) {
+	if m == nil || !errors.Is(err, redlock.ErrInvalid) {
 		return usagef("%s", msg)
 	}
 	i, _ := strconv.Atoi(m[1])
@@ -269,7 +269,7 @@ func probeNode(ctx context.Context, c redis.UniversalClient, key string, timeout
 		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			get = p.Get(ctx, key)
 			pttl = p.PTTL(ctx, key)
-			fence = p.Get(ctx, redlock.FenceKey(key))
+			fence = p.Get(ctx, redlock.KeyName("fence", key))
 			return nil
 		})
 		var s nodeStatus

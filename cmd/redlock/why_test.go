@@ -38,8 +38,8 @@ func TestRunNotObtainedLinesAgreeWithHolders(t *testing.T) {
 	r := &runner{specs: specs, clients: clients, stored: key, probe: time.Second}
 	// The round as the library reports one decided by nodes 1 and 2.
 	round := errors.Join(redlock.ErrContended, &redlock.QuorumError{
-		Op: redlock.OpLock, Keys: []string{key}, Quorum: 2,
-		Nodes: []redlock.NodeResult{{Node: 0, Status: redlock.NodeTaken}, {Node: 1, Status: redlock.NodeTaken}, {Node: 2, Status: redlock.NodePending}},
+		Op: "lock", Keys: []string{key}, Quorum: 2,
+		Nodes: []redlock.NodeResult{{Node: 0, Status: "taken"}, {Node: 1, Status: "taken"}, {Node: 2, Status: "pending"}},
 	})
 	why, now := r.why(context.Background(), round)
 	lines := r.nodeLines(round, now)

@@ -83,7 +83,7 @@ func WithLogger(l cron.Logger) Option {
 // redlock.WithMaxHold to cap a run. Options a single call refuses make
 // every run fail with an error matching redlock.ErrInvalid, logged.
 // Default: none.
-func WithLockOptions(opts ...redlock.Option) Option {
+func WithLockOptions(opts ...redlock.LockOption) Option {
 	return func(c *config) error {
 		c.lockOpts = append(c.lockOpts, opts...)
 		return nil
@@ -92,16 +92,16 @@ func WithLockOptions(opts ...redlock.Option) Option {
 
 // config is one wrapper's settings; err is why it may not run.
 type config struct {
-	locker   redlock.Locker
+	locker   *redlock.Client
 	key      string
 	ttl      time.Duration
 	minHold  time.Duration
 	logger   cron.Logger
-	lockOpts []redlock.Option
+	lockOpts []redlock.LockOption
 	err      error
 }
 
-func newConfig(locker redlock.Locker, key string, ttl time.Duration, opts []Option) *config {
+func newConfig(locker *redlock.Client, key string, ttl time.Duration, opts []Option) *config {
 	c := &config{locker: locker, key: key, ttl: ttl, minHold: DefaultMinHold, logger: cron.DefaultLogger}
 	c.err = c.validate(opts)
 	return c
@@ -132,7 +132,7 @@ func (c *config) validate(opts []Option) error {
 // nil: call it at start-up to fail there. The error matches
 // redlock.ErrInvalid: a nil locker (or a nil *redlock.Client in it), an
 // empty key, a ttl shorter than MinTTL, or a bad option.
-func Validate(locker redlock.Locker, key string, ttl time.Duration, opts ...Option) error {
+func Validate(locker *redlock.Client, key string, ttl time.Duration, opts ...Option) error {
 	return newConfig(locker, key, ttl, opts).err
 }
 
@@ -168,7 +168,7 @@ func Validate(locker redlock.Locker, key string, ttl time.Duration, opts ...Opti
 // error is logged at every run. A failed acquisition other than contention
 // is logged (Error). A panicking job releases the lock (after the minimum
 // hold) and the panic goes on, to cron.Recover if the chain has it.
-func SkipIfLocked(locker redlock.Locker, key string, ttl time.Duration, opts ...Option) cron.JobWrapper {
+func SkipIfLocked(locker *redlock.Client, key string, ttl time.Duration, opts ...Option) cron.JobWrapper {
 	c := newConfig(locker, key, ttl, opts)
 	return func(j cron.Job) cron.Job {
 		return cron.FuncJob(func() {
@@ -189,7 +189,7 @@ func SkipIfLocked(locker redlock.Locker, key string, ttl time.Duration, opts ...
 // once. Its guarantees and limits are otherwise SkipIfLocked's; the
 // minimum hold does not apply. A maxWait <= 0 is invalid (logged at every
 // run, like the arguments Validate checks).
-func DelayIfLocked(locker redlock.Locker, key string, ttl, maxWait time.Duration, opts ...Option) cron.JobWrapper {
+func DelayIfLocked(locker *redlock.Client, key string, ttl, maxWait time.Duration, opts ...Option) cron.JobWrapper {
 	c := newConfig(locker, key, ttl, opts)
 	if c.err == nil && maxWait <= 0 {
 		c.err = fmt.Errorf("%w: redlockcron: max wait must be positive, got %v", redlock.ErrInvalid, maxWait)
@@ -216,7 +216,7 @@ type lockCtxKey struct{}
 // (logged at every run, like the arguments Validate checks). When fn
 // panics, the lock is released (after the minimum hold) and the panic
 // goes on.
-func Func(locker redlock.Locker, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...Option) cron.Job {
+func Func(locker *redlock.Client, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...Option) cron.Job {
 	c := newConfig(locker, key, ttl, opts)
 	if c.err == nil && fn == nil {
 		c.err = fmt.Errorf("%w: redlockcron: nil job function", redlock.ErrInvalid)

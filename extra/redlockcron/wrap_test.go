@@ -291,7 +291,7 @@ func TestBadInputIsAnError(t *testing.T) {
 	c := newClient(t, nodes)
 	var nilClient *redlock.Client
 	cases := map[string]struct {
-		locker redlock.Locker
+		locker *redlock.Client
 		key    string
 		ttl    time.Duration
 		opts   []redlockcron.Option
@@ -325,9 +325,9 @@ func TestBadInputIsAnError(t *testing.T) {
 	logs := &logRec{}
 	redlockcron.DelayIfLocked(c, key(t), time.Second, 0, redlockcron.WithLogger(logs))(cron.FuncJob(func() { t.Errorf("max wait 0: job run") })).Run()
 	redlockcron.Func(c, key(t), time.Second, nil, redlockcron.WithLogger(logs)).Run()
-	redlockcron.SkipIfLocked(c, key(t), time.Second, redlockcron.WithLogger(logs), redlockcron.WithLockOptions(redlock.WithKeyPrefix("p:")))(cron.FuncJob(func() { t.Errorf("a client option per call: job run") })).Run()
+	redlockcron.SkipIfLocked(c, key(t), time.Second, redlockcron.WithLogger(logs), redlockcron.WithLockOptions(redlock.WithNodeTimeout(-1)))(cron.FuncJob(func() { t.Errorf("a bad option per call: job run") })).Run()
 	if errs := logs.errors(); len(errs) != 3 || !errors.Is(errs[0], redlock.ErrInvalid) || !errors.Is(errs[1], redlock.ErrInvalid) || !errors.Is(errs[2], redlock.ErrInvalid) {
-		t.Errorf("max wait 0, nil fn, per-call client option: want 3 errors matching ErrInvalid, got %v", errs)
+		t.Errorf("max wait 0, nil fn, bad per-call option: want 3 errors matching ErrInvalid, got %v", errs)
 	}
 }
 

@@ -77,7 +77,7 @@ type Elector struct {
 	value    string
 	ttl      time.Duration
 	settle   time.Duration
-	opts     []redlock.Option
+	opts     []redlock.LockOption
 
 	cur atomic.Pointer[term] // the leadership held; nil while not leader
 
@@ -122,7 +122,7 @@ func WithSettle(d time.Duration) ElectorOption {
 // leadership, redlock.WithLogger or redlock.WithObserver. Options
 // Campaign refuses end the campaign: IsLeader then returns an error
 // matching ErrNotLeader and redlock.ErrInvalid (see Err). Default: none.
-func WithElectionOptions(opts ...redlock.Option) ElectorOption {
+func WithElectionOptions(opts ...redlock.LockOption) ElectorOption {
 	return func(e *Elector) error {
 		e.opts = append(e.opts, opts...)
 		return nil
@@ -137,7 +137,7 @@ func WithElectionOptions(opts ...redlock.Option) ElectorOption {
 // I/O; call Start to campaign.
 //
 // Errors match redlock.ErrInvalid: a nil elections (or a nil pointer in
-// it), an empty name, a value over redlock.MaxMetadata bytes, a ttl
+// it), an empty name, a value over 4096 bytes, a ttl
 // shorter than MinTTL, or a bad option.
 func NewElector(elections Elections, name, value string, ttl time.Duration, opts ...ElectorOption) (*Elector, error) {
 	if minhold.IsNil(elections) {
@@ -146,8 +146,8 @@ func NewElector(elections Elections, name, value string, ttl time.Duration, opts
 	if name == "" {
 		return nil, fmt.Errorf("%w: redlockgocron: empty election name", redlock.ErrInvalid)
 	}
-	if len(value) > redlock.MaxMetadata {
-		return nil, fmt.Errorf("%w: redlockgocron: value of %d bytes is longer than %d", redlock.ErrInvalid, len(value), redlock.MaxMetadata)
+	if len(value) > 4096 {
+		return nil, fmt.Errorf("%w: redlockgocron: value of %d bytes is longer than %d", redlock.ErrInvalid, len(value), 4096)
 	}
 	if ttl < MinTTL {
 		return nil, fmt.Errorf("%w: redlockgocron: ttl must be at least %v, got %v", redlock.ErrInvalid, MinTTL, ttl)
@@ -219,13 +219,13 @@ func (e *Elector) campaign(ctx context.Context) {
 		}
 		e.cur.Store(&term{ld: ld, ready: time.Now().Add(e.settle)})
 		select {
-		case <-ld.Done():
+		case <-ld.Lock().Done():
 		case <-ctx.Done():
 		}
 		// IsLeader stops answering nil before the nodes are released, so
 		// that no run starts here after another replica could be elected.
 		e.cur.Store(nil)
-		lost := ld.Err() != nil
+		lost := ld.Lock().Err() != nil
 		// After a loss, Resign clears what the nodes may keep.
 		err = ld.Resign(context.WithoutCancel(ctx))
 		if ctx.Err() != nil {
@@ -261,11 +261,11 @@ func (e *Elector) IsLeader(context.Context) error {
 // valid reports whether t may be acted on now.
 func (t *term) valid() bool {
 	select {
-	case <-t.ld.Done():
+	case <-t.ld.Lock().Done():
 		return false
 	default:
 	}
-	return t.ld.Validity() > 0 && !time.Now().Before(t.ready)
+	return t.ld.Lock().Validity() > 0 && !time.Now().Before(t.ready)
 }
 
 // Term returns the term of the leadership for which IsLeader answers nil
@@ -277,7 +277,7 @@ func (e *Elector) Term() int64 {
 		return 0
 	}
 	if t := e.cur.Load(); t != nil && t.valid() {
-		return t.ld.Term()
+		return t.ld.Lock().Fence()
 	}
 	return 0
 }

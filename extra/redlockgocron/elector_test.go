@@ -240,7 +240,7 @@ func TestElectorRefusesBadInput(t *testing.T) {
 		{name: "empty name", el: c, en: "", ttl: time.Second},
 		{name: "ttl below MinTTL", el: c, en: "e", ttl: redlockgocron.MinTTL - 1},
 		{name: "zero ttl", el: c, en: "e", ttl: 0},
-		{name: "value too long", el: c, en: "e", val: strings.Repeat("v", redlock.MaxMetadata+1), ttl: time.Second},
+		{name: "value too long", el: c, en: "e", val: strings.Repeat("v", 4096+1), ttl: time.Second},
 		{name: "negative settle", el: c, en: "e", ttl: time.Second, opts: []redlockgocron.ElectorOption{redlockgocron.WithSettle(-1)}},
 		{name: "nil option", el: c, en: "e", ttl: time.Second, opts: []redlockgocron.ElectorOption{nil}},
 	} {
@@ -289,12 +289,15 @@ func TestElectorRefusesBadInput(t *testing.T) {
 	}
 }
 
-// nodeRequests is an Observer that counts node requests.
+// nodeRequests counts node requests, as an observer.
 type nodeRequests struct{ n atomic.Int64 }
 
-func (o *nodeRequests) ObserveNode(redlock.NodeEvent)   { o.n.Add(1) }
-func (o *nodeRequests) ObserveRound(redlock.RoundEvent) {}
-func (o *nodeRequests) ObserveLock(redlock.LockEvent)   {}
+// Observe counts the node events.
+func (o *nodeRequests) Observe(e redlock.Event) {
+	if e.Kind == "node" {
+		o.n.Add(1)
+	}
+}
 
 // A new leader answers IsLeader with nil only the settle delay after its
 // election, and its Term then is positive; before, Term is 0. IsLeader
@@ -305,7 +308,7 @@ func TestElectorSettlesBeforeLeading(t *testing.T) {
 	nodes := redlocktest.Start(t, 3)
 	const settle = 1500 * time.Millisecond
 	obs := &nodeRequests{}
-	c := newClient(t, nodes, redlock.WithObserver(obs))
+	c := newClient(t, nodes, redlock.WithObserver(obs.Observe))
 	e, err := redlockgocron.NewElector(c, key(t), "v", 10*time.Second, redlockgocron.WithSettle(settle))
 	if err != nil {
 		t.Fatalf("NewElector: want no error, got %v", err)
@@ -469,7 +472,7 @@ func TestElectorCtxEndResigns(t *testing.T) {
 	if err := c.e.IsLeader(context.Background()); !errors.Is(err, redlockgocron.ErrNotLeader) {
 		t.Errorf("IsLeader: want ErrNotLeader, got %v", err)
 	}
-	if !free(t, newClient(t, nodes), redlock.ElectionKey(cname)) {
+	if !free(t, newClient(t, nodes), redlock.KeyName("election", cname)) {
 		t.Errorf("election key of a campaign that never ran: want free, got held")
 	}
 }

@@ -218,11 +218,11 @@ func TestBadInputIsAnError(t *testing.T) {
 	if called {
 		t.Errorf("job run without a lock: want fn not called, got called")
 	}
-	bad, err := redlockgocron.New(c, time.Second, redlockgocron.WithLockOptions(redlock.WithKeyPrefix("p:")))
+	bad, err := redlockgocron.New(c, time.Second, redlockgocron.WithLockOptions(redlock.WithNodeTimeout(-1)))
 	if err != nil {
 		t.Fatalf("New: want no error, got %v", err)
 	}
 	if _, err := bad.Lock(context.Background(), key(t)); !errors.Is(err, redlock.ErrInvalid) {
-		t.Errorf("a client option given per call: want ErrInvalid, got %v", err)
+		t.Errorf("a bad option given per call: want ErrInvalid, got %v", err)
 	}
 }

@@ -60,7 +60,7 @@ const MinTTL = 100 * time.Millisecond
 const DefaultMinHold = 500 * time.Millisecond
 
 // Locker is a gocron.Locker whose locks are Redlock locks of a
-// redlock.Locker (a *redlock.Client or *redlock.MultiLock). It is safe for
+// *redlock.Client (a *redlock.Client or *redlock.MultiLock). It is safe for
 // concurrent use, and one Locker may serve several schedulers.
 //
 // Lock does not wait for the job's key: a replica that finds it held
@@ -89,10 +89,10 @@ const DefaultMinHold = 500 * time.Millisecond
 // every replica when none can reach a quorum, when the previous run still
 // holds the lock, or when a replica that won exits before its job ran.
 type Locker struct {
-	locker  redlock.Locker
+	locker  *redlock.Client
 	ttl     time.Duration
 	minHold time.Duration
-	opts    []redlock.Option
+	opts    []redlock.LockOption
 
 	mu   sync.Mutex
 	runs map[context.Context]*minhold.Hold // the hold of each job ctx that Lock was given
@@ -131,7 +131,7 @@ func WithMinHold(d time.Duration) Option {
 // FromContext), redlock.WithLogger to log lost locks, redlock.WithMaxHold
 // to cap a run. Options a single call refuses make every Lock fail with an
 // error matching redlock.ErrInvalid. Default: none.
-func WithLockOptions(opts ...redlock.Option) Option {
+func WithLockOptions(opts ...redlock.LockOption) Option {
 	return func(l *Locker) error {
 		l.opts = append(l.opts, opts...)
 		return nil
@@ -143,7 +143,7 @@ func WithLockOptions(opts ...redlock.Option) Option {
 //
 // Errors match redlock.ErrInvalid: a nil locker (or a nil *redlock.Client
 // in it), a ttl shorter than MinTTL, or a bad option.
-func New(locker redlock.Locker, ttl time.Duration, opts ...Option) (*Locker, error) {
+func New(locker *redlock.Client, ttl time.Duration, opts ...Option) (*Locker, error) {
 	if minhold.IsNil(locker) {
 		return nil, fmt.Errorf("%w: redlockgocron: nil locker", redlock.ErrInvalid)
 	}

@@ -115,8 +115,8 @@ func TestConcurrentLocks(t *testing.T) {
 // the attribute cache's first-use path.
 func TestConcurrentEventsByHand(t *testing.T) {
 	h := newObserver(t)
-	ops := []redlock.Op{"lock", "extend", "unlock", "fence"}
-	reasons := []redlock.Reason{redlock.ReasonWon, redlock.ReasonContended, redlock.ReasonUnreachable}
+	ops := []string{"lock", "extend", "unlock", "fence"}
+	reasons := []string{"won", "contended", "unreachable"}
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)
@@ -127,8 +127,8 @@ func TestConcurrentEventsByHand(t *testing.T) {
 				if i%2 == 0 {
 					ctx = context.Background()
 				}
-				h.obs.ObserveNode(redlock.NodeEvent{Ctx: ctx, Op: ops[i%4], Node: (g + i) % 5, Status: redlock.NodeFailed, Err: errors.New("x")})
-				h.obs.ObserveRound(redlock.RoundEvent{Ctx: ctx, Op: ops[i%4], Reason: reasons[i%3], Start: time.Now(), Nodes: make([]redlock.NodeResult, 5)})
+				h.obs.Observe(redlock.Event{Kind: "node", Ctx: ctx, Op: ops[i%4], Node: (g + i) % 5, Status: "failed", Err: errors.New("x")})
+				h.obs.Observe(redlock.Event{Kind: "round", Ctx: ctx, Op: ops[i%4], Reason: reasons[i%3], Start: time.Now(), Nodes: make([]redlock.NodeResult, 5)})
 			}
 		}()
 	}

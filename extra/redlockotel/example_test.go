@@ -43,7 +43,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	locker, err := redlock.New(clients, redlock.WithObserver(obs))
+	locker, err := redlock.New(clients, redlock.WithObserver(obs.Observe))
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -34,7 +34,7 @@ func newHarness(t *testing.T, n int, opts ...redlock.Option) *harness {
 	t.Helper()
 	h := newObserver(t)
 	nodes := redlocktest.Start(t, n)
-	locker, err := redlock.New(clients(t, nodes), append([]redlock.Option{redlock.WithObserver(h.obs)}, opts...)...)
+	locker, err := redlock.New(clients(t, nodes), append([]redlock.Option{redlock.WithObserver(h.obs.Observe)}, opts...)...)
 	if err != nil {
 		t.Fatalf("redlock.New: want no error, got %v", err)
 	}

@@ -81,9 +81,9 @@ func metricCtx(ctx context.Context) context.Context {
 	return ctx
 }
 
-func (o *Observer) recordRound(e redlock.RoundEvent) {
+func (o *Observer) recordRound(e redlock.Event) {
 	ctx := metricCtx(e.Ctx)
-	won := e.Reason == redlock.ReasonWon
+	won := e.Reason == "won"
 	o.m.roundDur.Record(ctx, e.Duration.Seconds(), o.cache.round(string(e.Op), e.Reason))
 	switch e.Op {
 	case "lock":
@@ -103,7 +103,7 @@ func (o *Observer) recordRound(e redlock.RoundEvent) {
 	}
 }
 
-func (o *Observer) recordLock(e redlock.LockEvent) {
+func (o *Observer) recordLock(e redlock.Event) {
 	ctx := metricCtx(e.Ctx)
 	o.m.held.Add(ctx, -1)
 	if e.Lost {
@@ -114,11 +114,11 @@ func (o *Observer) recordLock(e redlock.LockEvent) {
 	o.m.holdDur.Record(ctx, e.Held.Seconds())
 }
 
-func (o *Observer) recordNode(e redlock.NodeEvent) {
+func (o *Observer) recordNode(e redlock.Event) {
 	ctx := metricCtx(e.Ctx)
 	opt := o.cache.node(string(e.Op), e.Node)
 	o.m.nodeDur.Record(ctx, e.Latency.Seconds(), opt)
-	if e.Status == redlock.NodeFailed {
+	if e.Status == "failed" {
 		o.m.nodeErrs.Add(ctx, 1, opt)
 	}
 }
@@ -135,7 +135,7 @@ type attrCache struct {
 // roundKey is (op, reason); op "" is the reason alone (acquire.attempts).
 type roundKey struct {
 	op     string
-	reason redlock.Reason
+	reason string
 }
 
 type nodeKey struct {
@@ -143,7 +143,7 @@ type nodeKey struct {
 	node int
 }
 
-func (c *attrCache) round(op string, r redlock.Reason) metric.MeasurementOption {
+func (c *attrCache) round(op string, r string) metric.MeasurementOption {
 	k := roundKey{op, r}
 	c.mu.RLock()
 	opt, ok := c.rounds[k]

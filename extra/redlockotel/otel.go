@@ -1,10 +1,9 @@
 // Package redlockotel reports what a redlock.Client does as OpenTelemetry
-// spans and metrics. It is a redlock.Observer: pass it with
-// redlock.WithObserver.
+// spans and metrics. Pass its Observe to redlock.WithObserver.
 //
 //	obs, err := redlockotel.New() // the global TracerProvider and MeterProvider
 //	if err != nil { ... }
-//	locker, err := redlock.New(clients, redlock.WithObserver(obs))
+//	locker, err := redlock.New(clients, redlock.WithObserver(obs.Observe))
 //
 // It is its own module, so that importing redlock never downloads
 // OpenTelemetry.
@@ -47,7 +46,7 @@
 // rates computed from exception events stay meaningful. Filter on
 // redlock.reason to tell them apart.
 //
-// When a lock ends (redlock.Observer.ObserveLock), an event
+// When a lock ends (a "lock" Event), an event
 // "redlock.lock.released" or "redlock.lock.lost" (redlock.keys,
 // redlock.lock.held in seconds, redlock.lock.extensions) is added to the
 // recording span in the context of the call that ended it: Unlock's, or
@@ -74,7 +73,7 @@
 //	redlock.locks.held              up-down counter, {lock}
 //	redlock.locks.released          counter, {lock}
 //	redlock.locks.lost              counter, {lock}
-//	redlock.lock.hold.duration      histogram, s                                   (ObserveLock: Held)
+//	redlock.lock.hold.duration      histogram, s                                   ("lock" Event: Held)
 //	redlock.node.request.duration   histogram, s         redlock.op, redlock.node.index
 //	redlock.node.errors             counter, {error}     redlock.op, redlock.node.index
 //
@@ -83,7 +82,7 @@
 // about a network round trip); a View overrides them.
 //
 // redlock.locks.held is +1 for every won "lock" round and -1 when the
-// lock ends (released or lost, ObserveLock), or when a "fence" round
+// lock ends (released or lost, a "lock" Event), or when a "fence" round
 // fails (the library then undoes the win and no lock ends). It drifts up
 // for a lock that is dropped without Unlock and never watched (Done, Err,
 // AutoExtend), and for the rare win the library undoes without a failed
@@ -116,8 +115,6 @@ type Observer struct {
 	m      instruments
 	cache  attrCache
 }
-
-var _ redlock.Observer = (*Observer)(nil)
 
 // Option configures New.
 type Option func(*config)
@@ -169,19 +166,33 @@ func New(opts ...Option) (*Observer, error) {
 	return o, err
 }
 
-// ObserveNode records a node request's latency and, when it failed, a
+// Observe records one of the library's events: give it to
+// redlock.WithObserver (as o.Observe). It is safe for concurrent use;
+// on a nil or zero Observer it does nothing.
+func (o *Observer) Observe(e redlock.Event) {
+	switch e.Kind {
+	case "node":
+		o.observeNode(e)
+	case "round":
+		o.observeRound(e)
+	case "lock":
+		o.observeLock(e)
+	}
+}
+
+// observeNode records a node request's latency and, when it failed, a
 // node error. Node requests get no span of their own: they are events of
 // their round's span.
-func (o *Observer) ObserveNode(e redlock.NodeEvent) {
+func (o *Observer) observeNode(e redlock.Event) {
 	if o == nil || o.tracer == nil {
 		return
 	}
 	o.recordNode(e)
 }
 
-// ObserveRound records the round's span (see the package doc) and its
+// observeRound records the round's span (see the package doc) and its
 // metrics.
-func (o *Observer) ObserveRound(e redlock.RoundEvent) {
+func (o *Observer) observeRound(e redlock.Event) {
 	if o == nil || o.tracer == nil {
 		return
 	}
@@ -189,10 +200,10 @@ func (o *Observer) ObserveRound(e redlock.RoundEvent) {
 	o.recordRound(e)
 }
 
-// ObserveLock records the end of a lock: the locks.held decrement, the
+// observeLock records the end of a lock: the locks.held decrement, the
 // released or lost counter and the hold time, and an event on the
 // caller's span.
-func (o *Observer) ObserveLock(e redlock.LockEvent) {
+func (o *Observer) observeLock(e redlock.Event) {
 	if o == nil || o.tracer == nil {
 		return
 	}

@@ -269,9 +269,9 @@ func TestFailedFenceUndoesHeld(t *testing.T) {
 	h := newObserver(t)
 	ctx := context.Background()
 	start := time.Now()
-	h.obs.ObserveRound(redlock.RoundEvent{Ctx: ctx, Op: "lock", Keys: []string{"k"}, Reason: redlock.ReasonWon, Start: start, Duration: time.Millisecond})
+	h.obs.Observe(redlock.Event{Kind: "round", Ctx: ctx, Op: "lock", Keys: []string{"k"}, Reason: "won", Start: start, Duration: time.Millisecond})
 	fail := errors.New("fence: unreachable")
-	h.obs.ObserveRound(redlock.RoundEvent{Ctx: ctx, Op: "fence", Keys: []string{"k"}, Reason: redlock.ReasonUnreachable, Start: start.Add(time.Millisecond), Duration: time.Millisecond, Err: fail})
+	h.obs.Observe(redlock.Event{Kind: "round", Ctx: ctx, Op: "fence", Keys: []string{"k"}, Reason: "unreachable", Start: start.Add(time.Millisecond), Duration: time.Millisecond, Err: fail})
 	if got := sum(t, h.metrics(t), "redlock.locks.held"); got != 0 {
 		t.Errorf("redlock.locks.held: want 0, got %d", got)
 	}
@@ -291,18 +291,18 @@ func TestFailedFenceUndoesHeld(t *testing.T) {
 // nil *Observer do not panic.
 func TestZeroValues(t *testing.T) {
 	h := newObserver(t)
-	h.obs.ObserveRound(redlock.RoundEvent{})
-	h.obs.ObserveNode(redlock.NodeEvent{})
-	h.obs.ObserveLock(redlock.LockEvent{})
+	h.obs.Observe(redlock.Event{Kind: "round"})
+	h.obs.Observe(redlock.Event{Kind: "node"})
+	h.obs.Observe(redlock.Event{Kind: "lock"})
 	if n := len(h.ended("redlock.")); n != 1 {
 		t.Errorf("spans of an empty round: want 1 (named redlock.), got %d", n)
 	}
 	var zero redlockotel.Observer
-	zero.ObserveRound(redlock.RoundEvent{Op: "lock"})
-	zero.ObserveNode(redlock.NodeEvent{})
-	zero.ObserveLock(redlock.LockEvent{})
+	zero.Observe(redlock.Event{Kind: "round", Op: "lock"})
+	zero.Observe(redlock.Event{Kind: "node"})
+	zero.Observe(redlock.Event{Kind: "lock"})
 	var nilObs *redlockotel.Observer
-	nilObs.ObserveRound(redlock.RoundEvent{Op: "lock"})
-	nilObs.ObserveNode(redlock.NodeEvent{})
-	nilObs.ObserveLock(redlock.LockEvent{})
+	nilObs.Observe(redlock.Event{Kind: "round", Op: "lock"})
+	nilObs.Observe(redlock.Event{Kind: "node"})
+	nilObs.Observe(redlock.Event{Kind: "lock"})
 }

@@ -28,18 +28,22 @@ const (
 	keyExtensions  = attribute.Key("redlock.lock.extensions")
 )
 
-// statusKeys are the per-state node counts of a round, by NodeStatus.
-var statusKeys = [...]attribute.Key{
-	redlock.NodePending: "redlock.nodes.pending",
-	redlock.NodeOK:      "redlock.nodes.ok",
-	redlock.NodeTaken:   "redlock.nodes.taken",
-	redlock.NodeAbsent:  "redlock.nodes.absent",
-	redlock.NodeFailed:  "redlock.nodes.failed",
+// statuses are the node statuses a round counts, in the order of
+// statusKeys.
+var statuses = [...]string{"pending", "ok", "taken", "absent", "failed"}
+
+// statusKeys are the per-status node counts of a round.
+var statusKeys = [len(statuses)]attribute.Key{
+	"redlock.nodes.pending",
+	"redlock.nodes.ok",
+	"redlock.nodes.taken",
+	"redlock.nodes.absent",
+	"redlock.nodes.failed",
 }
 
 // spanName names a round's span; constants for the known ops, so that
 // naming allocates nothing.
-func spanName(op redlock.Op) string {
+func spanName(op string) string {
 	switch op {
 	case "lock":
 		return "redlock.lock"
@@ -55,13 +59,13 @@ func spanName(op redlock.Op) string {
 
 // isException reports whether a lost round is worth an exception event:
 // not for contention or cancellation, which are ordinary outcomes.
-func isException(r redlock.Reason) bool {
-	return r != redlock.ReasonContended && r != redlock.ReasonCancelled
+func isException(r string) bool {
+	return r != "contended" && r != "cancelled"
 }
 
 // traceRound makes the span of a decided round, after the fact: it
 // starts at e.Start and ends at the decision.
-func (o *Observer) traceRound(e redlock.RoundEvent) {
+func (o *Observer) traceRound(e redlock.Event) {
 	ctx := e.Ctx
 	if ctx == nil { // not per the contract; be lenient
 		ctx = context.Background()
@@ -80,11 +84,14 @@ func (o *Observer) traceRound(e redlock.RoundEvent) {
 		span.End(trace.WithTimestamp(end))
 		return
 	}
-	won := e.Reason == redlock.ReasonWon
+	won := e.Reason == "won"
 	var counts [len(statusKeys)]int
 	for _, n := range e.Nodes {
-		if int(n.Status) < len(counts) {
-			counts[n.Status]++
+		for i, st := range statuses {
+			if n.Status == st {
+				counts[i]++
+				break
+			}
 		}
 	}
 	attrs := make([]attribute.KeyValue, 0, 3+len(statusKeys))
@@ -99,13 +106,13 @@ func (o *Observer) traceRound(e redlock.RoundEvent) {
 
 	for _, n := range e.Nodes {
 		at := end
-		if n.Status != redlock.NodePending && n.Latency > 0 && n.Latency <= e.Duration {
+		if n.Status != "pending" && n.Latency > 0 && n.Latency <= e.Duration {
 			at = start.Add(n.Latency)
 		}
 		na := []attribute.KeyValue{
 			keyNodeIndex.Int(n.Node),
 			keyNodeAddr.String(n.Addr),
-			keyNodeStatus.String(n.Status.String()),
+			keyNodeStatus.String(n.Status),
 			keyNodeLatency.Float64(n.Latency.Seconds()),
 		}
 		if n.Err != nil {
@@ -129,7 +136,7 @@ func (o *Observer) traceRound(e redlock.RoundEvent) {
 
 // traceLock adds the end of a lock to the recording span of e.Ctx, if
 // any.
-func (o *Observer) traceLock(e redlock.LockEvent) {
+func (o *Observer) traceLock(e redlock.Event) {
 	if e.Ctx == nil {
 		return
 	}

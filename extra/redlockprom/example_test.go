@@ -31,7 +31,7 @@ func Example() {
 	metrics := redlockprom.New()
 	reg := prometheus.NewRegistry() // or prometheus.MustRegister(metrics)
 	reg.MustRegister(metrics)
-	locker, err := redlock.New(clients, redlock.WithObserver(metrics))
+	locker, err := redlock.New(clients, redlock.WithObserver(metrics.Observe))
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -1,10 +1,11 @@
 // Package redlockprom exports what a redlock.Client does as Prometheus
-// metrics. Its Collector is both a prometheus.Collector and a
-// redlock.Observer: register it, and pass it with redlock.WithObserver.
+// metrics. Its Collector is a prometheus.Collector whose Observe takes
+// the library's events: register it, and pass Observe to
+// redlock.WithObserver.
 //
 //	metrics := redlockprom.New()
 //	prometheus.MustRegister(metrics)
-//	locker, err := redlock.New(clients, redlock.WithObserver(metrics))
+//	locker, err := redlock.New(clients, redlock.WithObserver(metrics.Observe))
 //
 // It is its own module, so that importing redlock never downloads
 // client_golang.
@@ -22,7 +23,7 @@
 //	redlock_node_errors_total               counter    op, node     node requests that failed
 //
 // op is "lock", "extend", "unlock" or "fence"; reason is the round's
-// redlock.Reason: won, contended, unreachable, cancelled, expired or
+// string: won, contended, unreachable, cancelled, expired or
 // not_held. node is the node's index in the list given to redlock.New
 // (stable and bounded); keys and addresses are never labels.
 // redlock_acquire_attempts_total is exported for every reason from the
@@ -80,7 +81,6 @@ type Collector struct {
 
 var (
 	_ prometheus.Collector = (*Collector)(nil)
-	_ redlock.Observer     = (*Collector)(nil)
 )
 
 // Option configures New.
@@ -160,8 +160,8 @@ func New(opts ...Option) *Collector {
 		nodeDur:  histogram("node_request_duration_seconds", "Latency of requests to one node, from the round's start to the reply.", "op", "node"),
 		nodeErrs: counterVec("node_errors_total", "Failed requests to one node.", "op", "node"),
 	}
-	for _, r := range []redlock.Reason{redlock.ReasonWon, redlock.ReasonContended, redlock.ReasonUnreachable,
-		redlock.ReasonCancelled, redlock.ReasonExpired, redlock.ReasonNotHeld} {
+	for _, r := range []string{"won", "contended", "unreachable",
+		"cancelled", "expired", "not_held"} {
 		m.attempts.WithLabelValues(string(r))
 	}
 	return m
@@ -188,27 +188,41 @@ func (m *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// ObserveNode records a node request's latency and, when it failed, a
+// Observe records one of the library's events: give it to
+// redlock.WithObserver (as m.Observe). It is safe for concurrent use;
+// on a nil or zero Collector it does nothing.
+func (m *Collector) Observe(e redlock.Event) {
+	switch e.Kind {
+	case "node":
+		m.observeNode(e)
+	case "round":
+		m.observeRound(e)
+	case "lock":
+		m.observeLock(e)
+	}
+}
+
+// observeNode records a node request's latency and, when it failed, a
 // node error.
-func (m *Collector) ObserveNode(e redlock.NodeEvent) {
+func (m *Collector) observeNode(e redlock.Event) {
 	if m == nil || m.roundDur == nil {
 		return
 	}
 	node := strconv.Itoa(e.Node)
 	m.nodeDur.WithLabelValues(string(e.Op), node).Observe(e.Latency.Seconds())
-	if e.Status == redlock.NodeFailed {
+	if e.Status == "failed" {
 		m.nodeErrs.WithLabelValues(string(e.Op), node).Inc()
 	}
 }
 
-// ObserveRound records a round's duration, acquire attempts and
+// observeRound records a round's duration, acquire attempts and
 // extensions, and the locks.held change of a won lock round or a failed
 // fence round.
-func (m *Collector) ObserveRound(e redlock.RoundEvent) {
+func (m *Collector) observeRound(e redlock.Event) {
 	if m == nil || m.roundDur == nil {
 		return
 	}
-	won := e.Reason == redlock.ReasonWon
+	won := e.Reason == "won"
 	m.roundDur.WithLabelValues(string(e.Op), string(e.Reason)).Observe(e.Duration.Seconds())
 	switch e.Op {
 	case "lock":
@@ -228,9 +242,9 @@ func (m *Collector) ObserveRound(e redlock.RoundEvent) {
 	}
 }
 
-// ObserveLock records the end of a lock: locks held, released or lost,
+// observeLock records the end of a lock: locks held, released or lost,
 // and the hold time.
-func (m *Collector) ObserveLock(e redlock.LockEvent) {
+func (m *Collector) observeLock(e redlock.Event) {
 	if m == nil || m.roundDur == nil {
 		return
 	}

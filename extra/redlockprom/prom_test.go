@@ -30,7 +30,7 @@ func setup(t *testing.T, n int, opts ...redlock.Option) (*redlockprom.Collector,
 		t.Fatalf("Register: want no error, got %v", err)
 	}
 	nodes := redlocktest.Start(t, n)
-	locker, err := redlock.New(clients(t, nodes), append([]redlock.Option{redlock.WithObserver(m)}, opts...)...)
+	locker, err := redlock.New(clients(t, nodes), append([]redlock.Option{redlock.WithObserver(m.Observe)}, opts...)...)
 	if err != nil {
 		t.Fatalf("redlock.New: want no error, got %v", err)
 	}
@@ -255,7 +255,7 @@ func TestConcurrentLocks(t *testing.T) {
 
 func TestOptionsAndZeroValues(t *testing.T) {
 	m := redlockprom.New(redlockprom.WithNamespace("billing"), redlockprom.WithConstLabels(prometheus.Labels{"service": "api"}), redlockprom.WithBuckets([]float64{0.01, 1}))
-	m.ObserveRound(redlock.RoundEvent{Op: "lock", Reason: redlock.ReasonWon, Duration: 5 * time.Millisecond})
+	m.Observe(redlock.Event{Kind: "round", Op: "lock", Reason: "won", Duration: 5 * time.Millisecond})
 	want := `# HELP billing_redlock_locks_held Locks acquired and not yet released or lost.
 # TYPE billing_redlock_locks_held gauge
 billing_redlock_locks_held{service="api"} 1
@@ -270,9 +270,9 @@ billing_redlock_locks_held{service="api"} 1
 	// Unsorted, duplicate and NaN boundaries must not panic on a node's
 	// goroutine at the first observation.
 	odd := redlockprom.New(redlockprom.WithBuckets([]float64{1, 0.01, math.NaN(), 1}))
-	odd.ObserveNode(redlock.NodeEvent{Op: "lock", Latency: time.Millisecond})
-	odd.ObserveRound(redlock.RoundEvent{Op: "lock", Reason: redlock.ReasonWon})
-	odd.ObserveLock(redlock.LockEvent{})
+	odd.Observe(redlock.Event{Kind: "node", Op: "lock", Latency: time.Millisecond})
+	odd.Observe(redlock.Event{Kind: "round", Op: "lock", Reason: "won"})
+	odd.Observe(redlock.Event{Kind: "lock"})
 	if got := testutil.CollectAndCount(odd, "redlock_node_request_duration_seconds"); got != 1 {
 		t.Errorf("redlock_node_request_duration_seconds series with odd buckets: want 1, got %d", got)
 	}
@@ -284,17 +284,17 @@ billing_redlock_locks_held{service="api"} 1
 	var zero redlockprom.Collector
 	var nilC *redlockprom.Collector
 	for _, c := range []*redlockprom.Collector{&zero, nilC} {
-		c.ObserveNode(redlock.NodeEvent{Status: redlock.NodeFailed})
-		c.ObserveRound(redlock.RoundEvent{Op: "lock"})
-		c.ObserveLock(redlock.LockEvent{})
+		c.Observe(redlock.Event{Kind: "node", Status: "failed"})
+		c.Observe(redlock.Event{Kind: "round", Op: "lock"})
+		c.Observe(redlock.Event{Kind: "lock"})
 		if got := testutil.CollectAndCount(c); got != 0 {
 			t.Errorf("metrics of a zero Collector: want 0, got %d", got)
 		}
 	}
 	// Events with nothing set do not panic.
-	m.ObserveNode(redlock.NodeEvent{})
-	m.ObserveRound(redlock.RoundEvent{})
-	m.ObserveLock(redlock.LockEvent{})
+	m.Observe(redlock.Event{Kind: "node"})
+	m.Observe(redlock.Event{Kind: "round"})
+	m.Observe(redlock.Event{Kind: "lock"})
 }
 
 // clients returns one go-redis client per node, with the library's

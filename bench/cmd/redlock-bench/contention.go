@@ -241,15 +241,15 @@ func familyKind(name string, lock func(ctx context.Context, c *redlock.Client, k
 // roundCounter counts our lock rounds, and the split votes among them:
 // lost rounds in which some node granted the key.
 type roundCounter struct {
-	redlock.Stats
 	lock, split atomic.Int64
 }
 
 // rounds observes every Client of our rows (one case runs at a time).
 var rounds roundCounter
 
-func (r *roundCounter) ObserveRound(e redlock.RoundEvent) {
-	if e.Op != redlock.OpLock {
+// observe counts the lock rounds among the library's events.
+func (r *roundCounter) observe(e redlock.Event) {
+	if e.Kind != "round" || e.Op != "lock" {
 		return
 	}
 	r.lock.Add(1)
@@ -257,7 +257,7 @@ func (r *roundCounter) ObserveRound(e redlock.RoundEvent) {
 		return
 	}
 	for _, n := range e.Nodes {
-		if n.Status == redlock.NodeOK {
+		if n.Status == "ok" {
 			r.split.Add(1)
 			return
 		}
@@ -272,9 +272,9 @@ func (r *roundCounter) read() (lock, split int64) { return r.lock.Load(), r.spli
 // they run.
 func contentionKinds() []contenderKind {
 	return []contenderKind{
-		fromMaker(cOurs, ours(implOurs, redlock.WithObserver(&rounds))),
+		fromMaker(cOurs, ours(implOurs, redlock.WithObserver(rounds.observe))),
 		fromMaker(cRedsync, redsyncImpl(implRedsync)),
-		fromMaker(cOurs1, oursOne(implOurs1, redlock.WithObserver(&rounds))),
+		fromMaker(cOurs1, oursOne(implOurs1, redlock.WithObserver(rounds.observe))),
 		redislockWaiting(),
 		fromMaker(cRueidis, rueidislockImpl(implRueidis, false)),
 		// Read locks with waiting writers: 3 of 4 goroutines read.

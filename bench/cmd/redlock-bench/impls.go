@@ -49,7 +49,7 @@ type maker struct {
 
 // locker is what the suite needs of our Client (and of a MultiLock).
 type locker interface {
-	Lock(ctx context.Context, key string, ttl time.Duration, opts ...redlock.Option) (*redlock.Lock, error)
+	Lock(ctx context.Context, key string, ttl time.Duration, opts ...redlock.LockOption) (*redlock.Lock, error)
 }
 
 var _ locker = (*redlock.Client)(nil)
@@ -103,7 +103,7 @@ func (a *alternating) Close() error {
 	return nil
 }
 
-func (a *alternating) Lock(ctx context.Context, key string, ttl time.Duration, opts ...redlock.Option) (*redlock.Lock, error) {
+func (a *alternating) Lock(ctx context.Context, key string, ttl time.Duration, opts ...redlock.LockOption) (*redlock.Lock, error) {
 	return a.ls[(a.calls.Add(1)-1)%uint64(len(a.ls))].Lock(ctx, key, ttl, opts...)
 }
 

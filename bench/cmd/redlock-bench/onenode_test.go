@@ -115,7 +115,7 @@ func BenchmarkOneNodeSetNXDel(b *testing.B) { benchOneNode(b, floorOne(implFloor
 // tryLocker is a Client whose Lock is TryLock: one attempt, no waiting.
 type tryLocker struct{ *redlock.Client }
 
-func (t tryLocker) Lock(ctx context.Context, key string, ttl time.Duration, opts ...redlock.Option) (*redlock.Lock, error) {
+func (t tryLocker) Lock(ctx context.Context, key string, ttl time.Duration, opts ...redlock.LockOption) (*redlock.Lock, error) {
 	l, err := t.TryLock(ctx, key, ttl, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("TryLock: %w", err)

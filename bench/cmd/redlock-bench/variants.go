@@ -35,7 +35,7 @@ type fenceCheck struct {
 	unfenced *atomic.Bool
 }
 
-func (f fenceCheck) Lock(ctx context.Context, key string, ttl time.Duration, opts ...redlock.Option) (*redlock.Lock, error) {
+func (f fenceCheck) Lock(ctx context.Context, key string, ttl time.Duration, opts ...redlock.LockOption) (*redlock.Lock, error) {
 	l, err := f.Client.Lock(ctx, key, ttl, opts...)
 	if err == nil && l.Fence() == 0 {
 		f.unfenced.Store(true)

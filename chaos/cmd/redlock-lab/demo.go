@@ -254,16 +254,16 @@ func explain(err error, urls []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s (%s: %d of %d nodes agreed, %d needed)", strings.Join(says, ": "), qe.Op, qe.OK, len(qe.Nodes), qe.Quorum)
 	for _, n := range qe.Nodes {
-		if n.Status == redlock.NodeOK {
+		if n.Status == "ok" {
 			continue
 		}
-		st := n.Status.String()
+		st := n.Status
 		switch n.Status {
-		case redlock.NodeTaken:
+		case "taken":
 			st = "held by another owner"
-		case redlock.NodePending:
+		case "pending":
 			st = "no answer before the outcome was decided"
-		case redlock.NodeFailed:
+		case "failed":
 			st = "failed: " + strings.ReplaceAll(fmt.Sprint(n.Err), "redlock: ", "")
 		}
 		name := fmt.Sprintf("node %d", n.Node+1)

@@ -51,7 +51,7 @@ func (d *demoRun) worker(ctx context.Context, c *redlock.Client, w int) {
 		t.Stop()
 		d.rec.Section(chaos.Section{
 			Client: w, Key: demoKey, Token: l.Token(), Fence: l.Fence(),
-			Attempt: t0, Acquired: t1, Released: clock.Now(), Deadline: clock.Of(l.Deadline()),
+			Attempt: t0, Acquired: t1, Released: clock.Now(), Deadline: clock.Of(time.Now().Add(l.Validity())),
 		})
 		d.release(w, l.Extensions(), errors.Is(l.Err(), redlock.ErrLockLost))
 		_ = l.Unlock(context.WithoutCancel(ctx))

@@ -29,7 +29,7 @@ type Hold struct {
 }
 
 // Acquire obtains key (Obtain) and starts its auto-extension (Start).
-func Acquire(ctx context.Context, name string, locker redlock.Locker, key string, ttl, minHold time.Duration, opts []redlock.Option) (*Hold, error) {
+func Acquire(ctx context.Context, name string, locker *redlock.Client, key string, ttl, minHold time.Duration, opts []redlock.LockOption) (*Hold, error) {
 	lock, err := Obtain(ctx, locker, key, ttl, minHold, opts)
 	if err != nil {
 		return nil, err
@@ -60,7 +60,7 @@ func Start(ctx context.Context, name string, lock *redlock.Lock, minHold time.Du
 // end well before a winner's minimum hold does, so they cannot take the
 // tick a winner already ran: the spread of timers a tick tolerates is
 // three quarters of minHold.
-func Obtain(ctx context.Context, locker redlock.Locker, key string, ttl, minHold time.Duration, opts []redlock.Option) (*redlock.Lock, error) {
+func Obtain(ctx context.Context, locker *redlock.Client, key string, ttl, minHold time.Duration, opts []redlock.LockOption) (*redlock.Lock, error) {
 	begin := time.Now()
 	lock, err := locker.TryLock(ctx, key, ttl, opts...)
 	window := minHold / 4
@@ -75,7 +75,7 @@ func Obtain(ctx context.Context, locker redlock.Locker, key string, ttl, minHold
 	}
 	// The caller's options come last, so that they win. No hand-off: a
 	// winner's release comes after the window.
-	retry := append([]redlock.Option{redlock.WithRetryDelay(delay), redlock.WithHandoff(false)}, opts...)
+	retry := append([]redlock.LockOption{redlock.WithRetryDelay(delay), redlock.WithHandoff(false)}, opts...)
 	return locker.Lock(wctx, key, ttl, retry...)
 }
 

@@ -88,7 +88,7 @@ func TestObtainRetriesWithinItsWindow(t *testing.T) {
 // are not.
 func TestIsNil(t *testing.T) {
 	var c *redlock.Client
-	var l redlock.Locker = c
+	var l *redlock.Client = c
 	for _, tc := range []struct {
 		v    any
 		want bool

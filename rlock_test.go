@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed543a70bd/redlock"
+	"github.com/seed543a70bd/redlock/internal/node"
 )
 
 // TestReadWrite: readers share a key; a writer is refused while a live
@@ -64,7 +65,7 @@ func TestReadWrite(t *testing.T) {
 // release; a reader waiting for a writer wakes on the writer's.
 func TestRWHandoff(t *testing.T) {
 	var refused refusals
-	clients, rl := threeNodes(t, redlock.WithObserver(&refused))
+	clients, rl := threeNodes(t, redlock.WithObserver(refused.observe))
 	ctx := context.Background()
 	k := key(t)
 	r := rlock(t, rl, k, 10*time.Second)
@@ -313,7 +314,7 @@ func TestReadWriteRandomized(t *testing.T) {
 					t.Errorf("seed %d: %s: %s (write %v) granted while %s (write %v) held it until %v", seed, k, l.Token(), write, other.Token(), h.write, h.end)
 				}
 			}
-			held[k][l] = holder{write: write, end: l.Deadline()}
+			held[k][l] = holder{write: write, end: deadlineOf(l)}
 		}
 	}
 	released := func(l *redlock.Lock, ks []string) {
@@ -578,7 +579,7 @@ func TestWriterMarkNodeRestart(t *testing.T) {
 				w, err := writerC.Lock(wctx, k, 2*time.Second)
 				at := time.Now()
 				if err == nil {
-					if !unlocked.Load() && at.Before(r.Deadline()) {
+					if !unlocked.Load() && at.Before(deadlineOf(r)) {
 						err = errors.New("writer granted while the reader's lease was valid")
 					}
 					_ = w.Unlock(ctx)
@@ -633,8 +634,8 @@ func TestWriterMarkKeyPrefix(t *testing.T) {
 	})
 	eventually(t, 5*time.Second, func() bool { return markedOn(t, clients, prefix+k) }, "want %s%s marked", prefix, k)
 	for i, c := range clients {
-		require.Zero(t, c.Exists(ctx, k, redlock.ReadersKey(k)).Val(), "node %d: an unprefixed key was created", i)
-		require.EqualValues(t, 1, c.ZCard(ctx, redlock.ReadersKey(prefix+k)).Val(), "node %d: want the one reader's lease under the prefix", i)
+		require.Zero(t, c.Exists(ctx, k, redlock.KeyName("readers", k)).Val(), "node %d: an unprefixed key was created", i)
+		require.EqualValues(t, 1, c.ZCard(ctx, redlock.KeyName("readers", prefix+k)).Val(), "node %d: want the one reader's lease under the prefix", i)
 	}
 	_, err := rl.TryRLock(ctx, k, time.Second)
 	require.ErrorIs(t, err, redlock.ErrContended, "want a new reader under the prefix held off by the mark")
@@ -724,7 +725,7 @@ func TestWriterMarkTinyContexts(t *testing.T) {
 		require.NoError(t, r.Extend(ctx, 20*time.Second), "reader %d: want its Extend under the marks", i)
 	}
 	for i, c := range clients {
-		require.EqualValues(t, 2, c.ZCard(ctx, redlock.ReadersKey(k)).Val(), "node %d: want the two readers' leases only", i)
+		require.EqualValues(t, 2, c.ZCard(ctx, redlock.KeyName("readers", k)).Val(), "node %d: want the two readers' leases only", i)
 		require.Zero(t, c.Exists(ctx, k2).Val(), "node %d: LockKeys left %s behind", i, k2)
 	}
 	// The writers' marks (default retry delay: 150ms) end within a
@@ -760,7 +761,7 @@ func TestReadLockConcurrentCallsUnderMark(t *testing.T) {
 			w, err := rl.Lock(wctx, k, 5*time.Second, redlock.WithRetryDelay(20*time.Millisecond))
 			// An Extend to 100ms and a stalled machine can end the
 			// lease before Unlock: only a grant inside it is wrong.
-			if err == nil && !unlocking.Load() && time.Now().Before(r.Deadline()) {
+			if err == nil && !unlocking.Load() && time.Now().Before(deadlineOf(r)) {
 				err = errors.New("writer granted before the read lock's Unlock started, while its lease was valid")
 			}
 			return w, err
@@ -787,7 +788,7 @@ func TestReadLockConcurrentCallsUnderMark(t *testing.T) {
 						fail("Extend: " + err.Error())
 					}
 				case 2:
-					if err := r.AutoExtend(actx); err != nil && !errors.Is(err, redlock.ErrAlreadyExtending) && !errors.Is(err, redlock.ErrNotHeld) && !errors.Is(err, redlock.ErrReleased) {
+					if err := r.AutoExtend(actx); err != nil && !errors.Is(err, redlock.ErrInvalid) && !errors.Is(err, redlock.ErrNotHeld) && !errors.Is(err, redlock.ErrReleased) {
 						fail("AutoExtend: " + err.Error())
 					}
 				}
@@ -820,7 +821,7 @@ func TestReadLockConcurrentCallsUnderMark(t *testing.T) {
 			// reader (in the background): wait for it.
 			eventually(t, 10*time.Second, func() bool {
 				v := get(t, c, k)
-				return (v == g.l.Token() || v == "") && c.Exists(ctx, redlock.ReadersKey(k)).Val() == 0
+				return (v == g.l.Token() || v == "") && c.Exists(ctx, redlock.KeyName("readers", k)).Val() == 0
 			}, "seed %d round %d: node %d holds %q or a readers key under the writer", seed, round, i, get(t, c, k))
 		}
 		require.NoError(t, g.l.Unlock(ctx))
@@ -843,8 +844,8 @@ func cleanErr(err error, wrongTypeOK bool) string {
 		return "not a *QuorumError: " + err.Error()
 	}
 	for _, n := range qe.Nodes {
-		if n.Status == redlock.NodeFailed {
-			if errors.Is(n.Err, context.DeadlineExceeded) || errors.Is(n.Err, redlock.ErrNodeTimeout) {
+		if n.Status == "failed" {
+			if errors.Is(n.Err, context.DeadlineExceeded) || errors.Is(n.Err, node.ErrNodeTimeout) {
 				continue // the caller's ctx ended during the round
 			}
 			if wrongTypeOK && n.Err != nil && strings.Contains(n.Err.Error(), "WRONGTYPE") {
@@ -957,17 +958,17 @@ func (b *holdBook) acquired(l *redlock.Lock, ks []string, write bool, fenced boo
 	now := time.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !l.Deadline().After(now) {
+	if !deadlineOf(l).After(now) {
 		return // no validity left: it promises nothing
 	}
 	for _, k := range ks {
 		for other, h := range b.held[k] {
-			if !other.Deadline().After(now) {
+			if !deadlineOf(other).After(now) {
 				continue
 			}
 			if write || h.write {
 				b.t.Errorf("seed %d: %s: %s (write %v, valid %v) granted while %s (write %v) is valid for %v more",
-					b.seed, k, l.Token(), write, time.Until(l.Deadline()), other.Token(), h.write, other.Deadline().Sub(now))
+					b.seed, k, l.Token(), write, time.Until(deadlineOf(l)), other.Token(), h.write, deadlineOf(other).Sub(now))
 			}
 		}
 		b.held[k][l] = bookHolder{l: l, write: write}
@@ -1130,7 +1131,7 @@ func runMarkRandomized(t *testing.T, nodesN, clientsN int, pause bool) {
 // oddPreset runs each acquisition on k preset to v (see
 // TestWriterMarkOddPresets) and reports what is wrong.
 func oddPreset(t *testing.T, ctx context.Context, rl *redlock.Client, clients []redis.UniversalClient, k, v string, ttl time.Duration, live, expired, wrongType bool, zName string, report func(string, ...any)) {
-	rk := redlock.ReadersKey(k)
+	rk := redlock.KeyName("readers", k)
 	setup := func() bool {
 		for _, c := range clients {
 			p := c.TxPipeline()
@@ -1309,7 +1310,7 @@ func TestWriterMarkPrefixSeparatesClients(t *testing.T) {
 	require.NoError(t, err)
 	for i, c := range clients {
 		eventually(t, 5*time.Second, func() bool { return get(t, c, pfx+k) == "redlock:readers" }, "node %d: want the marker on %s", i+1, pfx+k)
-		require.Zero(t, c.Exists(ctx, k, redlock.ReadersKey(k)).Val(), "node %d: unprefixed keys", i+1)
+		require.Zero(t, c.Exists(ctx, k, redlock.KeyName("readers", k)).Val(), "node %d: unprefixed keys", i+1)
 	}
 	wctx, wcancel := context.WithTimeout(ctx, 8*time.Second)
 	defer wcancel()
@@ -1319,7 +1320,7 @@ func TestWriterMarkPrefixSeparatesClients(t *testing.T) {
 	for i, c := range clients {
 		eventually(t, 5*time.Second, func() bool { m, _ := markLeft(t, c, pfx+k); return m },
 			"node %d: want the waiting writer's mark on %s", i+1, pfx+k)
-		require.Zero(t, c.Exists(ctx, k, redlock.ReadersKey(k)).Val(), "node %d: unprefixed keys", i+1)
+		require.Zero(t, c.Exists(ctx, k, redlock.KeyName("readers", k)).Val(), "node %d: unprefixed keys", i+1)
 	}
 	_, err = rl.TryRLock(ctx, k, time.Second)
 	require.ErrorIs(t, err, redlock.ErrContended, "want a prefixed reader held off by the mark")
@@ -1481,7 +1482,7 @@ func TestWriterMarkHugeRetryDelay(t *testing.T) {
 	for _, d := range []time.Duration{math.MaxInt64 / 3, math.MaxInt64 / 2, 200 * 365 * 24 * time.Hour, math.MaxInt64} {
 		t.Run(fmt.Sprint(int64(d)), func(t *testing.T) {
 			var rounds atomic.Int64
-			rl := newClient(t, clients, redlock.WithObserver(roundCounter{&rounds}))
+			rl := newClient(t, clients, redlock.WithObserver(observeWith(roundCounter{&rounds})))
 			ctx := context.Background()
 			k := key(t)
 			r, err := rl.TryRLock(ctx, k, 10*time.Second)
@@ -1508,15 +1509,15 @@ func TestWriterMarkHugeRetryDelay(t *testing.T) {
 
 type roundCounter struct{ n *atomic.Int64 }
 
-func (o roundCounter) ObserveNode(redlock.NodeEvent) {}
+func (o roundCounter) ObserveNode(redlock.Event) {}
 
-func (o roundCounter) ObserveRound(e redlock.RoundEvent) {
-	if e.Op == redlock.OpLock {
+func (o roundCounter) ObserveRound(e redlock.Event) {
+	if e.Op == "lock" {
 		o.n.Add(1)
 	}
 }
 
-func (o roundCounter) ObserveLock(redlock.LockEvent) {}
+func (o roundCounter) ObserveLock(redlock.Event) {}
 
 // TestWriterMarkPrefixedAutoExtendedReaders: prefixed readers,
 // auto-extended (the scheduler's batched extend_batch.lua), keep their
@@ -1727,7 +1728,7 @@ func TestWriterMarkRetryDelayOverflow(t *testing.T) {
 func TestWriterMarkAfterGiveUp(t *testing.T) {
 	t.Parallel()
 	var refused refusals
-	clients, rl := threeNodes(t, redlock.WithObserver(&refused))
+	clients, rl := threeNodes(t, redlock.WithObserver(refused.observe))
 	ctx := context.Background()
 	k := key(t)
 	r1, err := rl.TryRLock(ctx, k, time.Second)
