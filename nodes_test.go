@@ -1470,8 +1470,9 @@ func TestDirectPathStoppedNodeBounded(t *testing.T) {
 // run on the caller's goroutine (the direct path) returns at ctx's end
 // when the node stops answering, as a Client of many does, though its
 // per-node timeout is far longer: the direct path, which cannot be cut
-// short, is not taken for a ctx that can end. Several attempts, each
-// after back-to-back calls that make the direct path ready.
+// short, is not taken for a ctx that can end with a per-node timeout
+// that long. Several attempts, each after back-to-back calls that make
+// the direct path ready.
 func TestOneNodeCallReturnsAtCtxEnd(t *testing.T) {
 	nodes := redistest.Nodes(t, 1)
 	rc := redis.NewClient(&redis.Options{Addr: nodes[0].Addr()})
@@ -1499,6 +1500,64 @@ func TestOneNodeCallReturnsAtCtxEnd(t *testing.T) {
 		require.Less(t, took, bound, "want TryLock to return at its ctx's end")
 		require.NoError(t, nodes[0].Resume())
 	}
+}
+
+// TestDirectPathCancellableCtx: with a short per-node timeout, calls
+// whose ctx can end (a cancellable one, or a deadline further away than
+// that timeout) take the direct path, and a call with a nearer deadline
+// does not; a cancellation during a direct call on a stopped node is
+// felt within the per-node timeout.
+func TestDirectPathCancellableCtx(t *testing.T) {
+	nodes := redistest.Nodes(t, 1)
+	rc := redis.NewClient(&redis.Options{Addr: nodes[0].Addr()})
+	t.Cleanup(func() { _ = rc.Close() })
+	const nodeTimeout = 100 * time.Millisecond
+	const margin = 900 * time.Millisecond // a loaded 2-core machine under -race
+	c := newClient(t, []redis.UniversalClient{rc}, redlock.WithNodeTimeout(nodeTimeout))
+	t.Cleanup(func() { _ = nodes[0].Resume() })
+	cycle := func(ctx context.Context) {
+		t.Helper()
+		l, err := c.TryLock(ctx, key(t), 30*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(context.Background()))
+	}
+	cctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	far, cancelFar := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelFar()
+	for name, ctx := range map[string]context.Context{"cancellable": cctx, "far deadline": far} {
+		before := node.DirectRuns()
+		for range 50 {
+			cycle(ctx)
+		}
+		require.Greater(t, node.DirectRuns(), before, "%s: want calls on the direct path", name)
+	}
+	// A deadline nearer than the per-node timeout stays on the leader.
+	for range 20 {
+		cycle(cctx) // makes the direct path ready
+	}
+	near, cancelNear := context.WithTimeout(context.Background(), nodeTimeout/2)
+	before := node.DirectRuns()
+	l, err := c.TryLock(near, key(t), 30*time.Second)
+	cancelNear()
+	require.Equal(t, before, node.DirectRuns(), "want a deadline nearer than the per-node timeout kept on the leader")
+	if err == nil {
+		require.NoError(t, l.Unlock(context.Background()))
+	}
+
+	// Cancelled mid-call on a stopped node: back within the timeout.
+	for range 20 {
+		cycle(cctx)
+	}
+	require.NoError(t, nodes[0].Pause())
+	ctx, stop := context.WithCancel(context.Background())
+	time.AfterFunc(10*time.Millisecond, stop)
+	start := time.Now()
+	_, err = c.TryLock(ctx, key(t), 30*time.Second)
+	took := time.Since(start)
+	require.ErrorIs(t, err, redlock.ErrNotObtained)
+	require.Less(t, took, nodeTimeout+margin, "want the call back within its per-node timeout of the cancellation")
+	require.NoError(t, nodes[0].Resume())
 }
 
 // TestDirectPathMixedWithLeader: goroutines of a one-node Client contend

@@ -48,12 +48,17 @@ import (
 // the timeout: failed here, where the leader would have waited for it;
 // once per directSlowFor at most.
 //
-// A caller's ctx that can end keeps its request on the leader: the direct
-// request cannot be cut short (go-redis does not stop a read at ctx's
-// end), and the round, waiting on a leader, returns at ctx's end as its
-// callers promise. A release (whose ctx is detached from the caller's
-// cancellation) and a call with a ctx that never ends take the direct
-// path.
+// The direct request cannot be cut short at ctx's end (go-redis does
+// not stop a read then), so a ctx that can end takes the direct path
+// only where that costs little (directCtxOK): the per-node timeout, which
+// bounds the request, is at most directCtxSlack (the default per-node
+// timeout's ceiling), and ctx's deadline, if any, is further away than
+// it. A call whose ctx is cancelled meanwhile returns at most that
+// timeout late; a deadline that comes sooner, or a longer per-node
+// timeout, keeps the request on the leader, where the round returns at
+// ctx's end. Most callers' contexts can end (a signal's, a server's
+// request), and the leader's two hand-offs cost a one-node lock more
+// than half its time.
 //
 // What stays on the leader: nodes not identified yet (first contact),
 // nodes with the restart guard on (its admission may send INFO through
@@ -68,6 +73,23 @@ import (
 // minDirect is the shortest socket timeout of the direct path: shorter
 // ones would cut replies that a loaded machine delays routinely.
 const minDirect = 4 * time.Millisecond
+
+// directCtxSlack is the longest per-node timeout with which a request
+// whose ctx can end still takes the direct path (see above).
+const directCtxSlack = 200 * time.Millisecond
+
+// directCtxOK reports whether j's ctx allows the direct path: it cannot
+// end, or it ends no sooner than the per-node timeout, which is short.
+func directCtxOK(j Job) bool {
+	if j.Ctx.Done() == nil {
+		return true
+	}
+	if j.Timeout > directCtxSlack {
+		return false
+	}
+	dl, ok := j.Ctx.Deadline()
+	return !ok || time.Until(dl) > j.Timeout
+}
 
 // directSlowFor is how long a node whose direct request failed has its
 // requests sent by the leader.
@@ -221,7 +243,7 @@ func (nd *Node) checkDirect(p *pipe) {
 // connection found closed under the request, sent again through the
 // pool as on the leader). Otherwise the caller submits j (Submit).
 func (nd *Node) RunDirect(j Job) bool {
-	if j.B != nil || nd.guard != nil || nd.replicas != nil || !nd.identified.Load() || j.Ctx.Done() != nil {
+	if j.B != nil || nd.guard != nil || nd.replicas != nil || !nd.identified.Load() || !directCtxOK(j) {
 		return false
 	}
 	d := directTimeout(j.Timeout)
