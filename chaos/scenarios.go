@@ -22,6 +22,8 @@ func Scenarios() []Scenario {
 			Doc: "A holds the key on nodes 1-3 (4 and 5 are taken by a short-lived foreign key); node 1 restarts at once with its memory lost; B then wins on 1, 4 and 5 while A's lock is still valid. Redlock without delayed restarts or persistence is unsafe: violations are expected."},
 		{Name: "restart-guard", Expect: ExpectSafe, run: restart(true),
 			Doc: "As restart-no-guard, but both clients use WithRestartGuard: the restarted node's vote must be refused until the guard has passed, so B waits for A's lock to expire. The restart is timed for the worst case of INFO's whole-second uptime_in_seconds (the node starts late in a wall-clock second). 0 violations."},
+		{Name: "rolling-restart", Expect: ExpectSafe, run: rollingRestart,
+			Doc: "A rolling restart: each of five nodes in turn is restarted empty (no persistence), with every other node up, while a fenced key lock, a second key lock, a read lock, a folder lock and a semaphore permit are held and auto-extended and 2 clients contend for them. Before each restart the run waits (up to 3s) for every node to hold every lock's key again: an extension that still has its quorum puts the key back where it is missing. 0 violations, and 0 held locks lost (without the heal, each is lost once 3 of 5 nodes have restarted)."},
 		{Name: "restart-aof", Expect: ExpectSafe, cluster: ClusterOptions{AppendOnly: true}, run: restart(false),
 			Doc: "As restart-no-guard, but the nodes persist with appendfsync always: the restarted node still holds A's key. 0 violations."},
 		{Name: "slow-minority", Expect: ExpectSafe, cluster: ClusterOptions{Proxy: true}, run: netFault(false),

@@ -1,0 +1,199 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seed543a70bd/redlock"
+)
+
+// rollingHolds are the locks that rolling-restart keeps held, one of
+// each kind: two fenced key locks, a read lock, a folder lock and a
+// permit of a semaphore of limit 1.
+var rollingHolds = []familyAttempt{
+	{key: "rr-k0"}, {key: "rr-k1"},
+	{mode: ModeRead, key: "rr-r"},
+	{mode: ModePath, key: "rr/p"},
+	{mode: ModePermit, key: "rr-s", limit: 1},
+}
+
+// rollingKey is the key of h on a node (what a node that holds h has).
+func rollingKey(h familyAttempt) string {
+	if h.mode == ModePath {
+		return redlock.PathKey(h.key)
+	}
+	return h.key
+}
+
+// rollingContenders is how many clients contend for the held locks.
+const rollingContenders = 2
+
+// rollingRestart restarts every node empty (no persistence), one at a
+// time with every other node up, while each of rollingHolds is held and
+// auto-extended and contenders try to take them. Before each restart it
+// waits, for at most recoveryWait, until every node holds every lock's
+// key again (a held lock heals its key on a node that lost it); it
+// restarts the next node either way. The holders count their locks lost
+// (Done closed before the run ended); it must be 0. Without the heal, a
+// lock is lost once ⌈N/2⌉ nodes have restarted.
+func rollingRestart(ctx context.Context, e *env) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	var lost, holding atomic.Int32
+	// A larger per-node timeout than the default for a 500ms TTL: a
+	// holder must not lose its lock to a loaded machine's slow replies,
+	// only to the restarts.
+	opts := []redlock.Option{redlock.WithNodeTimeout(permitNodeTimeout)}
+	for _, h := range rollingHolds {
+		rl, err := redlock.New(e.cl.Clients(), opts...)
+		if err != nil {
+			return err
+		}
+		id := e.newClientID()
+		wg.Go(func() {
+			defer rl.Close()
+			e.rollingHolder(ctx, id, rl, h, &lost, &holding)
+		})
+	}
+	for range rollingContenders {
+		rl, err := redlock.New(e.cl.Clients(), opts...)
+		if err != nil {
+			cancel()
+			wg.Wait()
+			return err
+		}
+		id := e.newClientID()
+		wg.Go(func() {
+			defer rl.Close()
+			e.rollingContender(ctx, id, rl)
+		})
+	}
+	stop := func() { cancel(); wg.Wait() }
+	defer stop()
+
+	n := e.cl.N()
+	admins := make([]*redis.Client, n)
+	for i := range admins {
+		admins[i] = e.cl.Admin(i)
+	}
+	healed := func() bool {
+		if int(holding.Load()) < len(rollingHolds) {
+			return false
+		}
+		for i := range n {
+			if !holdsAll(ctx, admins[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	waitHealed := func() bool {
+		deadline := time.Now().Add(recoveryWait)
+		for !healed() {
+			if time.Now().After(deadline) || sleep(ctx, 20*time.Millisecond) != nil {
+				return false
+			}
+		}
+		return true
+	}
+	if !waitHealed() {
+		e.note("not every lock held on every node before the restarts")
+	}
+	unhealed := 0
+	for i := range n {
+		if err := e.cl.Restart(i); err != nil {
+			return err
+		}
+		if !waitHealed() {
+			unhealed++
+			e.note("node %d: not every held lock's key back within %v", i+1, recoveryWait)
+		}
+	}
+	// One more extension after the last restart.
+	if err := sleep(ctx, e.p.TTL); err != nil {
+		return err
+	}
+	stop()
+	if k := lost.Load(); k > 0 {
+		e.failf("%d held auto-extended lock(s) lost during the rolling restart (want 0); restarts after which the keys did not come back: %d of %d", k, unhealed, n)
+	}
+	return nil
+}
+
+// holdsAll reports whether the node of rc holds the key of every
+// rolling hold.
+func holdsAll(ctx context.Context, rc *redis.Client) bool {
+	keys := make([]string, len(rollingHolds))
+	for k, h := range rollingHolds {
+		keys[k] = rollingKey(h)
+	}
+	qctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	n, err := rc.Exists(qctx, keys...).Result()
+	return err == nil && int(n) == len(keys)
+}
+
+// rollingHolder holds h, auto-extended, until ctx ends; when the lock is
+// lost it counts the loss and takes h again.
+func (e *env) rollingHolder(ctx context.Context, id int, rl *redlock.Client, h familyAttempt, lost, holding *atomic.Int32) {
+	for ctx.Err() == nil {
+		l, err := e.tryFamily(ctx, id, rl, h)
+		if err != nil {
+			_ = sleep(ctx, jitter(10*time.Millisecond))
+			continue
+		}
+		if l.Fence() > 0 {
+			_ = e.write(ctx, id, l)
+		}
+		if err := l.AutoExtend(ctx); err != nil {
+			e.releaseFamily(l)
+			continue
+		}
+		holding.Add(1)
+		select {
+		case <-ctx.Done():
+		case <-l.Done():
+		}
+		holding.Add(-1)
+		if ctx.Err() == nil {
+			lost.Add(1)
+			e.note("client %d: held %s %q lost: %v", id, modeName(h.mode), h.key, l.Err())
+		}
+		e.releaseFamily(l)
+	}
+}
+
+// rollingContender tries to take the held locks, each attempt on one of
+// them at random; a win (the holder lost it) is held 20ms.
+func (e *env) rollingContender(ctx context.Context, id int, rl *redlock.Client) {
+	for ctx.Err() == nil {
+		h := rollingHolds[rand.IntN(len(rollingHolds))]
+		l, err := e.tryFamily(ctx, id, rl, h)
+		if err == nil {
+			if l.Fence() > 0 {
+				_ = e.write(ctx, id, l)
+			}
+			_ = sleep(ctx, 20*time.Millisecond)
+			e.releaseFamily(l)
+		} else if !errors.Is(err, redlock.ErrNotObtained) && ctx.Err() == nil {
+			e.failf("client %d: attempt on %q: want nil or ErrNotObtained, got %v", id, h.key, err)
+		}
+		_ = sleep(ctx, jitter(10*time.Millisecond))
+	}
+}
+
+// modeName names a hold's mode for notes.
+func modeName(m Mode) string {
+	if m == "" {
+		return fmt.Sprint(ModeWrite)
+	}
+	return string(m)
+}
