@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seed543a70bd/redlock/internal/node"
 	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
@@ -50,6 +51,16 @@ type Lock struct {
 	// in flight (see request.unlocked). The lock keeps no reference to
 	// that round: a held lock costs its handle, not its round.
 	unlocked atomic.Bool
+	// over is set once the lock has ended (Unlock, or its watch ended:
+	// lost, expired, a hold limit, Close): no later round of it counts
+	// a node, so the keys an extension put back on a node that had lost
+	// them (a heal) are released, should its reply come now (see
+	// round.Report, Lock.dropHealed, docs/safety.md).
+	over atomic.Bool
+	// value, when set, is what the nodes keep for this lock in place of
+	// token: a leadership's value as its last won Proclaim rewrote it.
+	// An extension that heals a node writes it back (heldValue).
+	value atomic.Pointer[string]
 
 	mu       sync.Mutex
 	deadline time.Time // monotonic: start of the last won round + ttl - drift
@@ -60,6 +71,16 @@ type Lock struct {
 	// or Extend, won or not): how long a node may keep the key, which
 	// bounds the background retries of its release (internal/node/retry.go).
 	maxTTL time.Duration
+}
+
+// heldValue is what the nodes keep for the lock: its token (with its
+// metadata), or the value its last won Proclaim wrote. An extension
+// sends it, so that a heal puts back what the holder had.
+func (l *Lock) heldValue() string {
+	if v := l.value.Load(); v != nil {
+		return *v
+	}
+	return l.token
 }
 
 // Extensions returns how many times the lock was extended (by Extend or
@@ -319,6 +340,9 @@ func (l *Lock) unsentExtend(left time.Duration, released bool) error {
 // endExtend applies the outcome of an extension of ttl to the deadline
 // (see Extend) and returns Extend's error. l.extMu must be held.
 func (l *Lock) endExtend(out outcome, ttl time.Duration) error {
+	// After l.mu is unlocked: the lock may have ended, now or while the
+	// round was in flight.
+	defer l.dropHealed(out.rd)
 	eff := ttl
 	if f := time.Duration(l.floor.Load()); f > 0 {
 		eff = min(eff, f)
@@ -382,6 +406,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if ctx == nil {
 		return invalidf("nil context")
 	}
+	l.over.Store(true) // before the release is handed to any node
 	l.stopWatch(ErrReleased)
 	l.mu.Lock()
 	first := l.firstUnlockLocked() // observer.go
@@ -398,4 +423,34 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		return nil
 	}
 	return out.err
+}
+
+// dropHealed releases the nodes that rd, an extension of l, healed,
+// when l is over (released, or ended by this extension's loss): no
+// later round of l will count them, and a lock that lost its quorum
+// must leave nothing behind. A node whose heal is reported later is
+// released by the round (round.undoHeal): the one or the other sees
+// it, as Lock.over is set before either looks.
+func (l *Lock) dropHealed(rd *round) {
+	if rd == nil || !l.over.Load() {
+		return
+	}
+	var nodes []*node.Node
+	rd.mu.Lock()
+	for i, nd := range rd.c.nodes {
+		if rd.healed.has(i) {
+			nodes = append(nodes, nd)
+		}
+	}
+	rd.mu.Unlock()
+	if len(nodes) == 0 {
+		return
+	}
+	// Not waited for: the lock is over, and the scheduler's tick that
+	// applies this outcome has other locks' to apply. Counted for Close.
+	rd.c.flights.Add(1)
+	go func() {
+		defer rd.c.flights.Done()
+		rd.releaseAll(nodes, make([]bool, len(nodes)))
+	}()
 }

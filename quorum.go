@@ -51,7 +51,12 @@ type request struct {
 	// SET may still land after the release, so a failure reported after
 	// unlocked is released again (round.Report).
 	unlocked *atomic.Bool
-	fam      *family // a path, read or permit lock (family.go); nil for a key lock
+	// over (extend) is the lock's Lock.over: set once the lock has
+	// ended. A node that an extension healed, or on which it failed
+	// (and so may still heal later), is released when its reply comes
+	// after that (round.Report).
+	over *atomic.Bool
+	fam  *family // a path, read or permit lock (family.go); nil for a key lock
 	// userToken: the token was given with WithToken, and may be reused
 	// by a later lock: its failed releases are not retried.
 	userToken bool
@@ -63,7 +68,7 @@ type request struct {
 func (req *request) prepare(n int) {
 	w := &req.w
 	keys := prefixKeys(req.prefix, req.keys)
-	if w.Fenced || w.Op == opFence {
+	if w.Fenced || w.Op == opFence || (w.Op == opExtend && w.Fence > 0) {
 		keys = fenceKeys(keys)
 	}
 	if f := req.fam; f != nil {
@@ -125,6 +130,10 @@ type round struct {
 	// none marks the nodes that certainly did not apply the request: it
 	// was never sent, or refused before sending. Nothing to release.
 	none nodeSet
+	// healed marks the nodes of an extension that put the lock back
+	// (wire.Reply.Healed), whenever they replied: released should the
+	// lock be over (Lock.dropHealed).
+	healed nodeSet
 }
 
 // outcome is what a round decided.
@@ -165,6 +174,11 @@ func (c *Client) run(ctx context.Context, op opKind, l *Lock, ttl time.Duration)
 	if op == opAcquire {
 		req.unlocked = &l.unlocked
 		req.w.Intent = l.intent
+	}
+	if op == opExtend {
+		// A node that lost the lock is healed with what the holder had
+		// there (extend/kinds.lua): its value, its fencing token.
+		req.w.Token, req.w.Fence, req.over = l.heldValue(), l.fence, &l.over
 	}
 	if op == opRelease && l.fam == nil && len(l.keys) == 1 && c.releaseQ != nil && c.queueable(l.keys[0], l.cfg.prefix) {
 		// The release names the key's next waiter (queue.go).
@@ -452,8 +466,16 @@ func (rd *round) Report(i int, r wire.Reply) {
 			defer rd.c.retryRelease(rd.c.nodes[i], rd.req, rd.ttl, err, 0)
 		}
 	}
+	if rd.req.over != nil && (r.Healed || (st == NodeFailed && !r.Unsent && !r.Refused)) {
+		// Deferred: after rd.healed is updated below and rd.mu
+		// released.
+		defer rd.undoHeal(i, st == NodeFailed)
+	}
 	rd.mu.Lock()
 	rd.left--
+	if r.Healed {
+		rd.healed.add(i)
+	}
 	last := rd.left == 0
 	if last && rd.settled != nil {
 		close(rd.settled)
@@ -517,6 +539,25 @@ func (rd *round) Report(i int, r wire.Reply) {
 		rd.tick.decided()
 	}
 	rd.mu.Unlock()
+}
+
+// undoHeal releases node i of an extension whose lock is over: the
+// extension healed the node (or failed there, and so may have), after
+// the lock's last chance to release it. Unlock hands its release to
+// every node after setting Lock.over, so an extension that ran after
+// that release on a node replies after Lock.over was set, and is
+// released again here; one that ran before it was undone by it.
+// uncertain: the extension failed, and may still land. The release runs
+// on a goroutine of its own, counted for Close: Report runs on the
+// node's pipe leader, which must not wait for it.
+func (rd *round) undoHeal(i int, uncertain bool) {
+	if rd.req.over.Load() {
+		rd.c.flights.Add(1)
+		go func() {
+			defer rd.c.flights.Done()
+			rd.release(rd.c.nodes[i], uncertain)
+		}()
+	}
 }
 
 // timers recycles the rounds' timers: since Go 1.23 a stopped timer can

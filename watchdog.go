@@ -114,6 +114,7 @@ func (l *Lock) finishLocked(err error) {
 		return
 	}
 	w.err = err
+	l.over.Store(true)
 	if w.timer != nil {
 		w.timer.Stop()
 	}

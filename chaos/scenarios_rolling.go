@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,11 +49,15 @@ func rollingRestart(ctx context.Context, e *env) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	var lost, holding atomic.Int32
-	// A larger per-node timeout than the default for a 500ms TTL: a
-	// holder must not lose its lock to a loaded machine's slow replies,
-	// only to the restarts.
-	opts := []redlock.Option{redlock.WithNodeTimeout(permitNodeTimeout)}
-	for _, h := range rollingHolds {
+	// Four times the run's TTL, and a larger per-node timeout than its
+	// default: a holder must lose its lock to the restarts alone, not to
+	// a loaded machine that stalls every node for a few hundred ms.
+	holds := slices.Clone(rollingHolds)
+	for k := range holds {
+		holds[k].ttl = 4 * e.p.TTL
+	}
+	opts := []redlock.Option{redlock.WithNodeTimeout(2 * permitNodeTimeout)}
+	for _, h := range holds {
 		rl, err := redlock.New(e.cl.Clients(), opts...)
 		if err != nil {
 			return err
@@ -73,7 +78,7 @@ func rollingRestart(ctx context.Context, e *env) error {
 		id := e.newClientID()
 		wg.Go(func() {
 			defer rl.Close()
-			e.rollingContender(ctx, id, rl)
+			e.rollingContender(ctx, id, rl, holds)
 		})
 	}
 	stop := func() { cancel(); wg.Wait() }
@@ -118,7 +123,7 @@ func rollingRestart(ctx context.Context, e *env) error {
 		}
 	}
 	// One more extension after the last restart.
-	if err := sleep(ctx, e.p.TTL); err != nil {
+	if err := sleep(ctx, 2*e.p.TTL); err != nil {
 		return err
 	}
 	stop()
@@ -173,9 +178,9 @@ func (e *env) rollingHolder(ctx context.Context, id int, rl *redlock.Client, h f
 
 // rollingContender tries to take the held locks, each attempt on one of
 // them at random; a win (the holder lost it) is held 20ms.
-func (e *env) rollingContender(ctx context.Context, id int, rl *redlock.Client) {
+func (e *env) rollingContender(ctx context.Context, id int, rl *redlock.Client, holds []familyAttempt) {
 	for ctx.Err() == nil {
-		h := rollingHolds[rand.IntN(len(rollingHolds))]
+		h := holds[rand.IntN(len(holds))]
 		l, err := e.tryFamily(ctx, id, rl, h)
 		if err == nil {
 			if l.Fence() > 0 {
