@@ -228,7 +228,15 @@ func (l *Lock) Deadline() time.Time {
 // and Err returns an error matching ErrLockLost and ErrNotHeld that
 // names the cause (held by another owner, key missing, on how many
 // nodes). Later Extends send nothing and return ErrNotHeld and
-// ErrExpired: the lock must be acquired again. A round that fails for
+// ErrExpired: the lock must be acquired again.
+//
+// On a node that lost the lock (a restart without persistence, an
+// eviction) and where no other owner holds it, Extend puts back what the
+// holder had (its keys and value, a fenced lock's counters, a reader's
+// lease, a path's records, a permit under the limit: a heal). A healed
+// node does not count towards the quorum, so a lock that lost its quorum
+// is never resurrected; its healed keys are released once the lock is
+// over (Unlock, or its loss). Auto-extension heals the same way. A round that fails for
 // nodes that are down, slow or erroring, with fewer such answers, is no
 // loss: the lock may still be held, and Validity is not cut short.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
