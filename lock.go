@@ -51,11 +51,14 @@ type Lock struct {
 	// in flight (see request.unlocked). The lock keeps no reference to
 	// that round: a held lock costs its handle, not its round.
 	unlocked atomic.Bool
-	// over is set once the lock has ended (Unlock, or its watch ended:
-	// lost, expired, a hold limit, Close): no later round of it counts
-	// a node, so the keys an extension put back on a node that had lost
-	// them (a heal) are released, should its reply come now (see
-	// round.Report, Lock.dropHealed, docs/safety.md).
+	// over is set once no later round of the lock can count a node:
+	// by Unlock, and when an extension found the lock lost or left its
+	// Validity <= 0 (loseLocked, endExtend), so that no Extend is sent
+	// again. Not
+	// when Done closes at the loss margin: an Extend may still be sent
+	// and won then. Once over, the keys an extension put back on a node
+	// that had lost them (a heal) are released, should its reply come
+	// now (see round.undoHeal, Lock.dropHealed, docs/safety.md).
 	over atomic.Bool
 	// value, when set, is what the nodes keep for this lock in place of
 	// token: a leadership's value as its last won Proclaim rewrote it.
@@ -376,6 +379,11 @@ func (l *Lock) endExtend(out outcome, ttl time.Duration) error {
 	if out.won {
 		l.armLocked() // the deadline may have moved, even earlier
 		return nil
+	}
+	if !l.deadline.After(time.Now()) {
+		// No extension is sent from now on (startExtend): the lock is
+		// over, and what this one healed may be released (dropHealed).
+		l.over.Store(true)
 	}
 	if lost := definiteLoss(out.err); lost != nil {
 		l.loseLocked(lost)
