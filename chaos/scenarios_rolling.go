@@ -60,6 +60,8 @@ func rollingRestart(ctx context.Context, e *env) error {
 	for _, h := range holds {
 		rl, err := redlock.New(e.cl.Clients(), opts...)
 		if err != nil {
+			cancel()
+			wg.Wait()
 			return err
 		}
 		id := e.newClientID()
