@@ -264,7 +264,13 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.startExtend(ttl); err != nil {
 		return err
 	}
-	return l.endExtend(l.c.run(ctx, opExtend, l, ttl), ttl)
+	out := l.c.run(ctx, opExtend, l, ttl)
+	err := l.endExtend(out, ttl)
+	// The lock may have ended, now or while the round was in flight: the
+	// nodes the round healed are released before Extend returns, so that
+	// the caller's next call (an Unlock) does not find them.
+	l.dropHealed(out.rd, true)
+	return err
 }
 
 // lockExt takes l.extMu, waiting for the extension that holds it (the
@@ -351,9 +357,6 @@ func (l *Lock) unsentExtend(left time.Duration, released bool) error {
 // endExtend applies the outcome of an extension of ttl to the deadline
 // (see Extend) and returns Extend's error. l.extMu must be held.
 func (l *Lock) endExtend(out outcome, ttl time.Duration) error {
-	// After l.mu is unlocked: the lock may have ended, now or while the
-	// round was in flight.
-	defer l.dropHealed(out.rd)
 	eff := ttl
 	if f := time.Duration(l.floor.Load()); f > 0 {
 		eff = min(eff, f)
@@ -447,7 +450,11 @@ func (l *Lock) Unlock(ctx context.Context) error {
 // must leave nothing behind. A node whose heal is reported later is
 // released by the round (round.undoHeal): the one or the other sees
 // it, as Lock.over is set before either looks.
-func (l *Lock) dropHealed(rd *round) {
+//
+// wait: wait for the releases (bounded by the per-node timeout), as
+// Extend does; the scheduler does not, as other locks' outcomes wait
+// behind it.
+func (l *Lock) dropHealed(rd *round, wait bool) {
 	if rd == nil || !l.over.Load() {
 		return
 	}
@@ -459,11 +466,14 @@ func (l *Lock) dropHealed(rd *round) {
 		}
 	}
 	rd.mu.Unlock()
-	if len(nodes) == 0 {
+	switch {
+	case len(nodes) == 0:
+		return
+	case wait:
+		rd.releaseAll(nodes, make([]bool, len(nodes)))
 		return
 	}
-	// Not waited for: the lock is over, and the scheduler's tick that
-	// applies this outcome has other locks' to apply. Counted for Close.
+	// Counted for Close.
 	rd.c.flights.Add(1)
 	go func() {
 		defer rd.c.flights.Done()

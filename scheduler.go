@@ -717,6 +717,7 @@ func (c *Client) collectTick(tk *tick, items []*batchItem) {
 				l.mu.Unlock()
 			}
 			err := l.endExtend(out, it.e.ttl)
+			l.dropHealed(it.rd, false)
 			l.unlockExt()
 			c.extended(it.e, err)
 		}
