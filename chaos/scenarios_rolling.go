@@ -49,6 +49,7 @@ func rollingRestart(ctx context.Context, e *env) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	var lost, holding atomic.Int32
+	cur := make([]atomic.Pointer[redlock.Lock], len(rollingHolds)) // each hold's lock, while held
 	// Four times the run's TTL, and a larger per-node timeout than its
 	// default: a holder must lose its lock to the restarts alone, not to
 	// a loaded machine that stalls every node for a few hundred ms.
@@ -57,7 +58,7 @@ func rollingRestart(ctx context.Context, e *env) error {
 		holds[k].ttl = 4 * e.p.TTL
 	}
 	opts := []redlock.Option{redlock.WithNodeTimeout(2 * permitNodeTimeout)}
-	for _, h := range holds {
+	for k, h := range holds {
 		rl, err := redlock.New(e.cl.Clients(), opts...)
 		if err != nil {
 			cancel()
@@ -67,7 +68,7 @@ func rollingRestart(ctx context.Context, e *env) error {
 		id := e.newClientID()
 		wg.Go(func() {
 			defer rl.Close()
-			e.rollingHolder(ctx, id, rl, h, &lost, &holding)
+			e.rollingHolder(ctx, id, rl, h, &lost, &holding, &cur[k])
 		})
 	}
 	for range rollingContenders {
@@ -96,7 +97,7 @@ func rollingRestart(ctx context.Context, e *env) error {
 			return false
 		}
 		for i := range n {
-			if !holdsAll(ctx, admins[i]) {
+			if !holdsAll(ctx, admins[i], holds, cur) {
 				return false
 			}
 		}
@@ -135,22 +136,36 @@ func rollingRestart(ctx context.Context, e *env) error {
 	return nil
 }
 
-// holdsAll reports whether the node of rc holds the key of every
-// rolling hold.
-func holdsAll(ctx context.Context, rc *redis.Client) bool {
-	keys := make([]string, len(rollingHolds))
-	for k, h := range rollingHolds {
-		keys[k] = rollingKey(h)
-	}
+// holdsAll reports whether the node of rc holds every rolling hold for
+// its current holder (cur): the key with the holder's token, or its
+// lease or permit. A contender's key, put there for an instant, is not.
+func holdsAll(ctx context.Context, rc *redis.Client, holds []familyAttempt, cur []atomic.Pointer[redlock.Lock]) bool {
 	qctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	n, err := rc.Exists(qctx, keys...).Result()
-	return err == nil && int(n) == len(keys)
+	for k, h := range holds {
+		l := cur[k].Load()
+		if l == nil {
+			return false
+		}
+		var ok bool
+		switch h.mode {
+		case ModeRead:
+			ok = rc.ZScore(qctx, redlock.ReadersKey(h.key), l.Token()).Err() == nil
+		case ModePermit:
+			ok = rc.ZScore(qctx, h.key, l.Token()).Err() == nil
+		default:
+			ok = rc.Get(qctx, rollingKey(h)).Val() == l.Token()
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // rollingHolder holds h, auto-extended, until ctx ends; when the lock is
 // lost it counts the loss and takes h again.
-func (e *env) rollingHolder(ctx context.Context, id int, rl *redlock.Client, h familyAttempt, lost, holding *atomic.Int32) {
+func (e *env) rollingHolder(ctx context.Context, id int, rl *redlock.Client, h familyAttempt, lost, holding *atomic.Int32, cur *atomic.Pointer[redlock.Lock]) {
 	for ctx.Err() == nil {
 		l, err := e.tryFamily(ctx, id, rl, h)
 		if err != nil {
@@ -164,12 +179,14 @@ func (e *env) rollingHolder(ctx context.Context, id int, rl *redlock.Client, h f
 			e.releaseFamily(l)
 			continue
 		}
+		cur.Store(l)
 		holding.Add(1)
 		select {
 		case <-ctx.Done():
 		case <-l.Done():
 		}
 		holding.Add(-1)
+		cur.Store(nil)
 		if ctx.Err() == nil {
 			lost.Add(1)
 			e.note("client %d: held %s %q lost: %v", id, modeName(h.mode), h.key, l.Err())
