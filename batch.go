@@ -147,14 +147,13 @@ func extendTick(c *Client, tk *tick, es []*entry, late time.Duration) {
 			continue
 		}
 		req := &reqs[k]
-		*req = request{w: wire.Request{Op: opExtend, Token: l.token, TTL: e.ttl}, keys: l.keys, fam: l.fam, floor: &l.floor, prefix: c.cfg.prefix}
+		val := l.heldValue() // what a heal writes back (extend/kinds.lua)
+		*req = request{w: wire.Request{Op: opExtend, Token: val, TTL: e.ttl, Fence: l.fence}, keys: l.keys, fam: l.fam, floor: &l.floor, over: &l.over, prefix: c.cfg.prefix}
 		rd := &rds[k]
 		initRound(c, rd, e.ctx, req, l.cfg, res[k*n:(k+1)*n:(k+1)*n], start)
 		rd.tick = tk
 		it := &slab[k]
-		*it = batchItem{e: e, rd: rd, lock: wire.BatchLock{
-			Kind: wire.KindLetter(kindOf(l.fam)), Keys: prefixKeys(c.cfg.prefix, l.keys), TTL: e.ttl, Token: l.token,
-		}}
+		*it = batchItem{e: e, rd: rd, lock: batchLock(l, val, e.ttl, c.cfg.prefix)}
 		items = append(items, it)
 	}
 	c.sched.measured(late)
@@ -199,6 +198,20 @@ func extendTick(c *Client, tk *tick, es []*entry, late time.Duration) {
 		}
 	}
 	go collectTick(c, tk, items)
+}
+
+// batchLock is what the batch script needs of l, extended by ttl and
+// healed with val: a fenced lock's keys with their counters and its
+// fencing token, a permit's limit.
+func batchLock(l *Lock, val string, ttl time.Duration, prefix string) wire.BatchLock {
+	b := wire.BatchLock{Kind: wire.KindLetter(kindOf(l.fam), l.fence > 0), Keys: prefixKeys(prefix, l.keys), TTL: ttl, Token: val}
+	switch {
+	case l.fence > 0 && l.fam == nil:
+		b.Keys, b.Extra = fenceKeys(b.Keys), l.fence
+	case l.fam != nil && l.fam.kind == kindPermit:
+		b.Extra = int64(l.fam.sem.Limit)
+	}
+	return b
 }
 
 // chunkBatches splits items, in order, into batches of at most
@@ -297,6 +310,7 @@ func collectTick(c *Client, tk *tick, items []*batchItem) {
 				l.mu.Unlock()
 			}
 			err := l.endExtend(out, it.e.ttl)
+			l.dropHealed(it.rd, false)
 			l.unlockExt()
 			extended(c, it.e, err)
 		}

@@ -75,3 +75,22 @@ func retryRelease(c *Client, nd *node.Node, req *request, ttl time.Duration, err
 	}
 	nd.RetryRelease(&req.w, req.keys, time.Now().Add(ttl+drift(ttl, c.cfg.driftFactor)), recheck)
 }
+
+// undoHeal releases node i of an extension whose lock is over: the
+// extension healed the node (or failed there, and so may have), after
+// the lock's last chance to release it. Unlock hands its release to
+// every node after setting Lock.over, so an extension that ran after
+// that release on a node replies after Lock.over was set, and is
+// released again here; one that ran before it was undone by it.
+// uncertain: the extension failed, and may still land. The release runs
+// on a goroutine of its own, counted for Close: Report runs on the
+// node's pipe leader, which must not wait for it.
+func (rd *round) undoHeal(i int, uncertain bool) {
+	if rd.req.over.Load() {
+		rd.c.flights.Add(1)
+		go func() {
+			defer rd.c.flights.Done()
+			rd.release(rd.c.nodes[i], uncertain)
+		}()
+	}
+}

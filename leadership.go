@@ -123,6 +123,8 @@ func (ld *Leadership) proclaim(ctx context.Context, value string) error {
 	ld.mu.Lock()
 	ld.val = value
 	ld.mu.Unlock()
+	// What an extension writes back on a node that lost the key.
+	l.value.Store(&p.Value)
 	return nil
 }
 

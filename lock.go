@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seed543a70bd/redlock/internal/node"
 	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
@@ -50,6 +51,19 @@ type Lock struct {
 	// in flight (see request.unlocked). The lock keeps no reference to
 	// that round: a held lock costs its handle, not its round.
 	unlocked atomic.Bool
+	// over is set once no later round of the lock can count a node:
+	// by Unlock, and when an extension found the lock lost or left its
+	// Validity <= 0 (loseLocked, endExtend), so that no Extend is sent
+	// again. Not when Done closes at the loss margin: an Extend may
+	// still be sent and won then. Once over, the keys an extension put
+	// back on a node that had lost them (a heal) are released, should
+	// its reply come now (see round.undoHeal, Lock.dropHealed,
+	// docs/safety.md).
+	over atomic.Bool
+	// value, when set, is what the nodes keep for this lock in place of
+	// token: a leadership's value as its last won Proclaim rewrote it.
+	// An extension that heals a node writes it back (heldValue).
+	value atomic.Pointer[string]
 
 	mu       sync.Mutex
 	deadline time.Time // monotonic: start of the last won round + ttl - drift
@@ -64,6 +78,16 @@ type Lock struct {
 	// or Extend, won or not): how long a node may keep the key, which
 	// bounds the background retries of its release (internal/node/retry.go).
 	maxTTL time.Duration
+}
+
+// heldValue is what the nodes keep for the lock: its token (with its
+// metadata), or the value its last won Proclaim wrote. An extension
+// sends it, so that a heal puts back what the holder had.
+func (l *Lock) heldValue() string {
+	if v := l.value.Load(); v != nil {
+		return *v
+	}
+	return l.token
 }
 
 // Extensions returns how many times the lock was extended (by Extend or
@@ -142,6 +166,9 @@ func (l *Lock) Validity() time.Duration {
 // round set. A failed Extend never lengthens Validity; when so many nodes
 // found the key missing or another owner's that no quorum can hold it, the
 // lock is lost at once (Validity <= 0, Done closed, Err ErrLockLost).
+// A node that lost the key (a restart, an eviction) and holds no other
+// owner's gets back what the holder had there (a heal), without counting
+// towards the quorum (docs/safety.md#healing-a-held-lock-puts-its-keys-back).
 //
 // Errors: ErrInvalid for a nil or zero *Lock, a nil ctx or a bad ttl;
 // otherwise a *QuorumError matching ErrNotHeld (with ErrExpired,
@@ -169,7 +196,13 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.startExtend(ttl); err != nil {
 		return err
 	}
-	return l.endExtend(runRound(ctx, l.c, opExtend, l, ttl), ttl)
+	out := runRound(ctx, l.c, opExtend, l, ttl)
+	err := l.endExtend(out, ttl)
+	// The lock may have ended, now or while the round was in flight: the
+	// nodes the round healed are released before Extend returns, so that
+	// the caller's next call (an Unlock) does not find them.
+	l.dropHealed(out.rd, true)
+	return err
 }
 
 // lockExt takes l.extMu, waiting for the extension that holds it (the
@@ -282,6 +315,11 @@ func (l *Lock) endExtend(out outcome, ttl time.Duration) error {
 		l.armLocked() // the deadline may have moved, even earlier
 		return nil
 	}
+	if !l.deadline.After(time.Now()) {
+		// No extension is sent from now on (startExtend): the lock is
+		// over, and what this one healed may be released (dropHealed).
+		l.over.Store(true)
+	}
 	if lost := definiteLoss(out.err); lost != nil {
 		l.loseLocked(lost)
 	} else {
@@ -311,6 +349,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if ctx == nil {
 		return invalidf("nil context")
 	}
+	l.over.Store(true) // before the release is handed to any node
 	l.stopWatch(ErrReleased)
 	l.mu.Lock()
 	first := l.firstUnlockLocked() // observer.go
@@ -327,4 +366,41 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		return nil
 	}
 	return out.err
+}
+
+// dropHealed releases the nodes that rd, an extension of l, healed,
+// when l is over (released, or ended by this extension's loss): no
+// later round of l will count them, and a lock that lost its quorum
+// must leave nothing behind. A node whose heal is reported later is
+// released by the round (round.undoHeal): the one or the other sees
+// it, as Lock.over is set before either looks.
+//
+// wait: wait for the releases (bounded by the per-node timeout), as
+// Extend does; the scheduler does not, as other locks' outcomes wait
+// behind it.
+func (l *Lock) dropHealed(rd *round, wait bool) {
+	if rd == nil || !l.over.Load() {
+		return
+	}
+	var nodes []*node.Node
+	rd.mu.Lock()
+	for i, nd := range rd.c.nodes {
+		if rd.healed.has(i) {
+			nodes = append(nodes, nd)
+		}
+	}
+	rd.mu.Unlock()
+	switch {
+	case len(nodes) == 0:
+		return
+	case wait:
+		rd.releaseAll(nodes, make([]bool, len(nodes)))
+		return
+	}
+	// Counted for Close.
+	rd.c.flights.Add(1)
+	go func() {
+		defer rd.c.flights.Done()
+		rd.releaseAll(nodes, make([]bool, len(nodes)))
+	}()
 }

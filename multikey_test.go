@@ -143,11 +143,15 @@ func TestKeysLockHandle(t *testing.T) {
 	for i, cl := range clients { // the third grant may land after the win
 		eventuallyValues(t, cl, keys, repeat(l.Token(), 2), fmt.Sprintf("node %d", i))
 	}
-	// Node 0 loses one key: Extend skips that node entirely (2 of 3 is a
-	// quorum), so its other key keeps its old TTL.
+	// Node 0 loses one key: it does not count towards Extend's quorum
+	// (2 of 3 is one), and Extend puts the key back there (a heal), so
+	// that node 0 holds every key again, with the new TTL.
 	require.NoError(t, clients[0].Del(ctx, keys[1]).Err())
 	require.NoError(t, l.Extend(ctx, time.Minute))
-	require.LessOrEqual(t, clients[0].PTTL(ctx, keys[0]).Val(), 10*time.Second, "node 0 extended a key of a half-held lock")
+	for _, key := range keys {
+		eventually(t, 2*time.Second, func() bool { return clients[0].PTTL(ctx, key).Val() > 50*time.Second }, "node 0: %s not healed", key)
+	}
+	eventuallyValues(t, clients[0], keys, repeat(l.Token(), 2), "node 0 after the heal")
 	for i := 1; i < 3; i++ {
 		for _, key := range keys {
 			eventually(t, 2*time.Second, func() bool { return clients[i].PTTL(ctx, key).Val() > 50*time.Second }, "node %d: %s not extended", i, key)
@@ -168,7 +172,11 @@ func TestKeysLockHandle(t *testing.T) {
 	require.ErrorAs(t, err, &qe)
 	require.Equal(t, "absent", qe.Nodes[0].Status, "%v", err)
 	require.Equal(t, keys, qe.Keys)
-	require.ErrorIs(t, l.Unlock(ctx), redlock.ErrNotHeld)
+	// The lost extension put node 0's key back (a heal) and, the lock
+	// being lost, releases it again: Unlock may find it there or not.
+	if err := l.Unlock(ctx); err != nil {
+		require.ErrorIs(t, err, redlock.ErrNotHeld)
+	}
 	for i, cl := range clients {
 		eventuallyValues(t, cl, keys, repeat("", 2), fmt.Sprintf("node %d after Unlock", i))
 	}

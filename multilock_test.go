@@ -285,7 +285,16 @@ func TestMultiLockExtendNodeLost(t *testing.T) {
 			require.LessOrEqual(t, l.Validity(), before, "a failed Extend never lengthens validity")
 
 			err = l.Unlock(ctx)
-			require.ErrorIs(t, err, redlock.ErrNotHeld, "Unlock needs every node too")
+			if tc.status == "absent" {
+				// The lost extension put the key back on node 1 (a heal)
+				// and releases it, the lock being lost: Unlock may find
+				// it there or not.
+				if err != nil {
+					require.ErrorIs(t, err, redlock.ErrNotHeld)
+				}
+			} else {
+				require.ErrorIs(t, err, redlock.ErrNotHeld, "Unlock needs every node too")
+			}
 			for _, i := range []int{0, 2} {
 				eventuallyValues(t, clients[i], []string{k}, []string{""}, fmt.Sprintf("node %d after Unlock", i))
 			}

@@ -52,6 +52,10 @@ type round struct {
 	// none marks the nodes that certainly did not apply the request: it
 	// was never sent, or refused before sending. Nothing to release.
 	none nodeSet
+	// healed marks the nodes of an extension that put the lock back
+	// (wire.Reply.Healed), whenever they replied: released should the
+	// lock be over (Lock.dropHealed).
+	healed nodeSet
 }
 
 // outcome is what a round decided.
@@ -92,6 +96,11 @@ func runRound(ctx context.Context, c *Client, op opKind, l *Lock, ttl time.Durat
 	if op == opAcquire {
 		req.unlocked = &l.unlocked
 		req.w.Intent = l.intent
+	}
+	if op == opExtend {
+		// A node that lost the lock is healed with what the holder had
+		// there (extend/kinds.lua): its value, its fencing token.
+		req.w.Token, req.w.Fence, req.over = l.heldValue(), l.fence, &l.over
 	}
 	if op == opRelease && l.fam == nil && len(l.keys) == 1 && c.releaseQ != nil && queueable(c, l.keys[0], l.cfg.prefix) {
 		// The release names the key's next waiter (queue.go).
@@ -328,8 +337,16 @@ func (rd *round) Report(i int, r wire.Reply) {
 			defer retryRelease(rd.c, rd.c.nodes[i], rd.req, rd.ttl, err, 0)
 		}
 	}
+	if rd.req.over != nil && (r.Healed || (st == statusFailed && !r.Unsent && !r.Refused)) {
+		// Deferred: after rd.healed is updated below and rd.mu
+		// released.
+		defer rd.undoHeal(i, st == statusFailed)
+	}
 	rd.mu.Lock()
 	rd.left--
+	if r.Healed {
+		rd.healed.add(i)
+	}
 	last := rd.left == 0
 	if last && rd.settled != nil {
 		close(rd.settled)

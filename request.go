@@ -42,7 +42,12 @@ type request struct {
 	// SET may still land after the release, so a failure reported after
 	// unlocked is released again (round.Report).
 	unlocked *atomic.Bool
-	fam      *family // a path, read or permit lock (family.go); nil for a key lock
+	// over (extend) is the lock's Lock.over: set once the lock has
+	// ended. A node that an extension healed, or on which it failed
+	// (and so may still heal later), is released when its reply comes
+	// after that (round.Report).
+	over *atomic.Bool
+	fam  *family // a path, read or permit lock (family.go); nil for a key lock
 	// userToken: the token was given with WithToken, and may be reused
 	// by a later lock: its failed releases are not retried.
 	userToken bool
@@ -54,7 +59,7 @@ type request struct {
 func (req *request) prepare(n int) {
 	w := &req.w
 	keys := prefixKeys(req.prefix, req.keys)
-	if w.Fenced || w.Op == opFence {
+	if w.Fenced || w.Op == opFence || (w.Op == opExtend && w.Fence > 0) {
 		keys = fenceKeys(keys)
 	}
 	if f := req.fam; f != nil {

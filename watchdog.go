@@ -286,6 +286,9 @@ func (l *Lock) loseLocked(err error) {
 	if now := time.Now(); now.Before(l.deadline) {
 		l.deadline = now
 	}
+	// No extension is sent from now on (startExtend): what the last ones
+	// healed may be released.
+	l.over.Store(true)
 	if l.w == nil {
 		// Nobody asked for Done yet: the watch starts ended, with the
 		// cause rather than a later "validity ran out".

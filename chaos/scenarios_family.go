@@ -72,8 +72,9 @@ const familyShortKey = "rw1"
 // familyAttempt is one acquisition a family worker makes.
 type familyAttempt struct {
 	mode  Mode
-	key   string // the key, or the path as given
-	limit int    // ModePermit
+	key   string        // the key, or the path as given
+	limit int           // ModePermit
+	ttl   time.Duration // the lock's TTL; 0: the run's (Params.TTL)
 }
 
 // draw picks the next acquisition of kind.
@@ -351,22 +352,26 @@ func (e *env) tryFamily(ctx context.Context, id int, rl *redlock.Client, a famil
 	t0 := clock.Now()
 	var l *redlock.Lock
 	var err error
+	ttl := e.p.TTL
+	if a.ttl > 0 {
+		ttl = a.ttl
+	}
 	switch a.mode {
 	case ModePath:
-		l, err = rl.TryLockPath(ctx, a.key, e.p.TTL)
+		l, err = rl.TryLockPath(ctx, a.key, ttl)
 	case ModeRead:
-		l, err = rl.TryRLock(ctx, a.key, e.p.TTL)
+		l, err = rl.TryRLock(ctx, a.key, ttl)
 	case ModePermit:
-		l, err = rl.TryAcquire(ctx, a.key, a.limit, e.p.TTL)
+		l, err = rl.TryAcquire(ctx, a.key, a.limit, ttl)
 	default:
 		if rand.IntN(2) == 0 {
 			// A writer that waits (Lock, for up to half a TTL): it marks
 			// a key that readers hold, and new readers wait for it.
-			wctx, cancel := context.WithTimeout(ctx, e.p.TTL/2)
-			l, err = rl.Lock(wctx, a.key, e.p.TTL, redlock.WithFencing())
+			wctx, cancel := context.WithTimeout(ctx, ttl/2)
+			l, err = rl.Lock(wctx, a.key, ttl, redlock.WithFencing())
 			cancel()
 		} else {
-			l, err = rl.TryLock(ctx, a.key, e.p.TTL, redlock.WithFencing())
+			l, err = rl.TryLock(ctx, a.key, ttl, redlock.WithFencing())
 		}
 	}
 	t1 := clock.Now()

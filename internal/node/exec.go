@@ -158,12 +158,18 @@ func (n *Node) eval(ctx context.Context, s sender, req *wire.Request, a *acks) (
 
 // before runs the checks due before a request is sent: with the restart
 // guard, a node known to be young is refused. It returns the sending
-// time the guard needs, or the reply of a refused request.
+// time the guard needs, or the reply of a refused request. An extension
+// is sent to a young node all the same: it may heal the lock there (put
+// back the keys the restart lost; extend/kinds.lua), which never counts
+// as a vote, and its grant is refused by after (guard.admit) as any.
 func (n *Node) before(req *wire.Request) (time.Time, *wire.Reply) {
 	if n.guard == nil || req.Op == wire.OpRelease {
 		return time.Time{}, nil
 	}
 	sent := time.Now()
+	if req.Op == wire.OpExtend {
+		return sent, nil
+	}
 	if err := n.guard.young(sent); err != nil {
 		return sent, &wire.Reply{St: wire.StatusFailed, Err: err, Refused: true}
 	}

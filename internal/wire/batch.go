@@ -16,15 +16,22 @@ const MaxBatch = 256
 // BatchLock is one lock of an extension batch.
 type BatchLock struct {
 	Kind  byte     // KindLetter
-	Keys  []string // its keys on the wire (key prefix applied)
+	Keys  []string // its keys on the wire (key prefix applied); a fenced lock's, then their counters
 	TTL   time.Duration
 	Token string
+	// Extra is a fenced key lock's fencing token (Kind 'f') or a
+	// permit's limit (Kind 's'), for a heal (extend/kinds.lua).
+	Extra int64
 }
 
-// KindLetter is the batch script's name of a lock's kind.
-func KindLetter(k Kind) byte {
+// KindLetter is the batch script's name of a lock's kind; fenced: a
+// key lock with fencing.
+func KindLetter(k Kind, fenced bool) byte {
 	switch k {
 	case KindKey:
+		if fenced {
+			return 'f'
+		}
 		return 'k'
 	case KindPath:
 		return 'p'
@@ -35,17 +42,17 @@ func KindLetter(k Kind) byte {
 }
 
 // BatchArgv builds the command of a batch: EVALSHA of the batch script,
-// the locks' keys, the read marker, and the locks' kinds, TTLs and
-// tokens in one string (see extend/batch.lua). lock(k) is the k-th of n
-// locks.
+// the locks' keys, the read marker, the locks' kinds, TTLs and tokens
+// in one string, and the semaphores' limit member prefix (see
+// extend/batch.lua). lock(k) is the k-th of n locks.
 func BatchArgv(n int, lock func(k int) *BatchLock) []any {
 	nkeys, size := 0, 0
 	for k := range n {
 		l := lock(k)
 		nkeys += len(l.Keys)
-		size += 24 + len(l.Token)
+		size += 48 + len(l.Token)
 	}
-	a := make([]any, 0, 5+nkeys)
+	a := make([]any, 0, 6+nkeys)
 	a = append(a, "evalsha", ScriptExtendBatch.SHA, nkeys)
 	for k := range n {
 		for _, key := range lock(k).Keys {
@@ -63,8 +70,12 @@ func BatchArgv(n int, lock func(k int) *BatchLock) []any {
 		blob = strconv.AppendInt(blob, int64(len(l.Token)), 10)
 		blob = append(blob, ' ')
 		blob = append(blob, l.Token...)
+		if l.Kind == 'f' || l.Kind == 's' {
+			blob = strconv.AppendInt(blob, l.Extra, 10)
+			blob = append(blob, ' ')
+		}
 	}
-	return append(a, ReadMarker, string(blob))
+	return append(a, ReadMarker, string(blob), LimitMember)
 }
 
 // BatchArgs returns a node's copy of a batch command argv (a go-redis

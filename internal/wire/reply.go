@@ -44,6 +44,11 @@ type Reply struct {
 	// Res is what a read answered (StatusOK): an Inspection for
 	// OpInspect, a []TermEntry for OpHistory.
 	Res any
+	// Healed: an extension found the lock missing on the node and put
+	// it back (extend/kinds.lua). The node did not hold the lock, so
+	// its status is StatusAbsent, and it does not count towards the
+	// extension's quorum; but it holds the lock's keys now.
+	Healed bool
 }
 
 // ErrInvalid is matched by every error about bad input; the root
@@ -52,7 +57,8 @@ var ErrInvalid = errors.New("redlock: invalid argument")
 
 // Classify turns a script's reply res to r (which the node answered
 // without an error) into a status: 1 granted or done, 0 absent (taken,
-// for an acquire), -1 taken, -2 a semaphore's limit mismatch. A reply of
+// for an acquire), -1 taken, -2 a semaphore's limit mismatch, and for an
+// extension 2 healed (absent, Healed set). A reply of
 // another shape fails the node. A read (OpInspect, OpHistory) is
 // StatusOK with its parsed answer in Res, or failed when it does not
 // parse.
@@ -72,6 +78,9 @@ func Classify(r *Request, res any) Reply {
 			return Reply{St: StatusFailed, Err: err}
 		}
 		return Reply{St: StatusOK, Res: es}
+	}
+	if v, ok := res.(int64); ok && v == 2 && r.Op == OpExtend {
+		return Reply{St: StatusAbsent, Healed: true}
 	}
 	if r.Op == OpAcquire && r.Kind != KindPermit {
 		if h, ttl, ok := parseRefusal(res, r.Fenced); ok {
@@ -219,12 +228,14 @@ func LimitMismatch(name string, limit int) error {
 var ErrBatchItem = errors.New("redlock: batched extend: the node failed this lock's extension")
 
 // BatchStatus reads lock k's status in a batch reply st (see
-// extend/batch.lua): '1' extended, '0' absent, 't' taken; anything else
-// fails the lock.
+// extend/batch.lua): '1' extended, 'h' healed (absent, Healed set), '0'
+// absent, 't' taken; anything else fails the lock.
 func BatchStatus(st string, k int) Reply {
 	switch st[k] {
 	case '1':
 		return Reply{St: StatusOK}
+	case 'h':
+		return Reply{St: StatusAbsent, Healed: true}
 	case '0':
 		return Reply{St: StatusAbsent}
 	case 't':

@@ -105,3 +105,30 @@ func (e nodeError) Error() string { return string(e) }
 func (nodeError) RedisError()     {}
 
 var _ redis.Error = nodeError("")
+
+// TestHealedIsAbsent: an extension's "healed" (2, or 'h' in a batch) is
+// StatusAbsent with Healed set: the node did not hold the lock and must
+// not count towards the quorum. 2 from any other request is not a reply
+// of ours.
+func TestHealedIsAbsent(t *testing.T) {
+	for _, k := range []Kind{KindKey, KindRead, KindPath, KindPermit} {
+		r := Classify(&Request{Op: OpExtend, Kind: k}, int64(2))
+		if r.St != StatusAbsent || !r.Healed {
+			t.Errorf("kind %d: extend's 2: want absent and healed, got %+v", k, r)
+		}
+		if r := Classify(&Request{Op: OpExtend, Kind: k}, int64(1)); r.St != StatusOK || r.Healed {
+			t.Errorf("kind %d: extend's 1: want ok, got %+v", k, r)
+		}
+	}
+	for _, op := range []Op{OpAcquire, OpRelease, OpFence} {
+		if r := Classify(&Request{Op: op}, int64(2)); r.St != StatusFailed || r.Healed {
+			t.Errorf("%v's 2: want failed, got %+v", op, r)
+		}
+	}
+	if r := BatchStatus("1h0t", 1); r.St != StatusAbsent || !r.Healed {
+		t.Errorf("batch 'h': want absent and healed, got %+v", r)
+	}
+	if r := BatchStatus("1h0t", 2); r.St != StatusAbsent || r.Healed {
+		t.Errorf("batch '0': want absent, got %+v", r)
+	}
+}

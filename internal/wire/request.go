@@ -132,7 +132,7 @@ type Request struct {
 	Token  string
 	TTL    time.Duration
 	Fenced bool       // acquire: also raise the fence counters (key/acquire_fenced.lua)
-	Fence  int64      // OpFence: the fencing token to raise the counters to
+	Fence  int64      // OpFence: the fencing token to raise the counters to; OpExtend: the lock's, for a heal
 	Kind   Kind       // KindKey, or the family kind
 	Sem    *Semaphore // KindPermit
 	// Intent (a key lock's acquire by Lock, not TryLock): on a refusal,
@@ -219,6 +219,11 @@ func (r *Request) Prepare(n int, keys []string, ann Announce) {
 	case r.Op == OpExtend:
 		r.Script = ScriptExtend
 		ex[0], ne = PXMillis(r.TTL), 1
+		if r.Fence > 0 {
+			// A fenced lock: keys are followed by their counters, which
+			// a heal raises to the fencing token (extend/kinds.lua).
+			ex[1], ne = r.Fence, 2
+		}
 	case r.Op == OpFence:
 		r.Script = ScriptFence
 		ex[0], ne = r.Fence, 1

@@ -31,11 +31,15 @@ var (
 	writerMarkSrc = src("common/writer_mark.lua")
 	// ownSrc: a key lock's value may carry metadata after its token.
 	ownSrc = src("common/own.lua")
+	// extendSrc: every kind's extension, with the heal of a node that
+	// lost the lock (extend/kinds.lua), shared by the single-lock
+	// scripts and the batch.
+	extendSrc = ownSrc + src("extend/kinds.lua")
 
 	ScriptAcquire       = newLua(ownSrc + writerMarkSrc + typed(src("key/acquire.lua"), "0"))
 	ScriptAcquireFenced = newLua(ownSrc + writerMarkSrc + typed(src("key/acquire_fenced.lua"), "{0, 0}"))
 	ScriptFence         = newLua(ownSrc + typed(src("fence/raise.lua"), "-1"))
-	ScriptExtend        = newLua(ownSrc + src("key/extend.lua"))
+	ScriptExtend        = newLua(extendSrc + src("key/extend.lua"))
 	ScriptRelease       = newLua(ownSrc + typed(src("key/release.lua"), "-1"))
 	// ScriptReleaseOne carries its own ownership and type checks, inline
 	// rather than own() and typed(): every unlock runs it, and the
@@ -54,14 +58,14 @@ var (
 	ScriptFencedSet = newLua(src("fence/fenced_set.lua"))
 	// ScriptExtendBatch extends many locks of one node in one call (see
 	// Batch).
-	ScriptExtendBatch = newLua(ownSrc + src("extend/batch.lua"))
+	ScriptExtendBatch = newLua(extendSrc + src("extend/batch.lua"))
 
 	// The lock family: per kind, acquire, extend, release. The
 	// semaphore's scripts check the key's type themselves.
 	familyScripts = [...][3]*Script{
-		KindRead:   {newLua(ownSrc + typed(src("read/acquire.lua"), "0")), newLua(src("read/extend.lua")), newLua(typed(src("read/release.lua"), "-1"))},
-		KindPath:   {newLua(ownSrc + typed(src("path/acquire.lua"), "0")), newLua(src("path/extend.lua")), newLua(typed(src("path/release.lua"), "-1"))},
-		KindPermit: {newLua(src("sem/acquire.lua")), newLua(src("sem/extend.lua")), newLua(src("sem/release.lua"))},
+		KindRead:   {newLua(ownSrc + typed(src("read/acquire.lua"), "0")), newLua(extendSrc + src("read/extend.lua")), newLua(typed(src("read/release.lua"), "-1"))},
+		KindPath:   {newLua(ownSrc + typed(src("path/acquire.lua"), "0")), newLua(extendSrc + src("path/extend.lua")), newLua(typed(src("path/release.lua"), "-1"))},
+		KindPermit: {newLua(src("sem/acquire.lua")), newLua(extendSrc + src("sem/extend.lua")), newLua(src("sem/release.lua"))},
 	}
 )
 

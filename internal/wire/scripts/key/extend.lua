@@ -1,17 +1,13 @@
--- Extend: compare-and-pexpire, all of KEYS or none, on this node.
--- KEYS: the lock's keys. ARGV[1]: our token. ARGV[2]: TTL in milliseconds.
--- Returns 1 when every key held our token and was extended, -1 when a key
--- holds another token, 0 when a key is missing. Nothing is changed unless 1.
-for i = 1, #KEYS do
-  local v = redis.call('GET', KEYS[i])
-  if not own(v, ARGV[1]) then
-    if v then
-      return -1
-    end
-    return 0
-  end
+-- Extend a key lock on this node (extendKey, extend/kinds.lua).
+-- KEYS: the lock's keys, then, for a fenced lock, their fence counters.
+-- ARGV[1]: our value (token, and metadata as last proclaimed).
+-- ARGV[2]: TTL in milliseconds. ARGV[3] (a fenced lock only): our
+-- fencing token.
+-- Returns 1 when every key held our token and was extended, 2 when keys
+-- were missing and put back (healed), -1 when a key holds another token
+-- (nothing is changed then).
+local n = #KEYS
+if ARGV[3] then
+  n = n / 2
 end
-for i = 1, #KEYS do
-  redis.call('PEXPIRE', KEYS[i], ARGV[2])
-end
-return 1
+return extendKey(1, n, ARGV[1], ARGV[2], ARGV[3])
