@@ -204,24 +204,18 @@ func summarize(nodes []NodeHolding, need int, elapsed time.Duration) *Holding {
 	return h
 }
 
-// Health reads every node once (PING, INFO, CONFIG GET save) and
-// reports, for each, whether it answers and with what error, its server
-// and version, run id and uptime, persistence and eviction settings, role
-// and replicas, and whether it is a server another node already is; then
-// whether a quorum of nodes is healthy, and the findings that weaken
-// safety (see Health.Warnings). It writes nothing, and a node that
-// refuses INFO or CONFIG GET is reported with what is unknown left empty
-// or "unknown", never as an error of the whole report. Like a lock's
-// first round, it identifies nodes by run_id: one server given twice
-// makes the Client refuse every lock (ErrInvalid, "duplicate node").
-//
-// It waits for every node until ctx is done, or for 1s when ctx has no
-// deadline.
+// Health reads every node once (PING, INFO, CONFIG GET save) and reports
+// for each whether it answers, its server and version (Redis or Valkey),
+// run id, uptime, persistence, eviction policy, role and replicas, and
+// whether another node is the same server; then whether a quorum is
+// healthy, and the findings that weaken safety (Health.Warnings). It
+// writes nothing; what a node refuses to say is left unknown. It waits
+// for every node until ctx is done, or 1s without a deadline.
 //
 // Errors: ErrInvalid for a nil or zero *Client or a nil ctx; ErrClosed
-// after Close; ctx's error when ctx ended before every node answered,
-// returned with the report so far (the nodes not heard from have ctx's
-// error). A node that does not answer is in the report, not an error.
+// after Close; ctx's error, with the report so far, when ctx ended
+// first. A node that does not answer is in the report, not an error.
+// Details: docs/api.md#clienthealth.
 func (c *Client) Health(ctx context.Context) (Health, error) {
 	switch {
 	case c == nil:

@@ -319,39 +319,17 @@ func WithRestartGuard(d time.Duration) Option {
 	})
 }
 
-// WithReplicas makes every write of a lock's state on a node wait for n
-// of that node's replicas to acknowledge it, for up to timeout: after
-// each grant, extension, fence and leadership write, the node is sent
-// WAIT n timeout on the same connection, in the same pipeline. A node
-// whose write reached fewer than n replicas in time does not count
-// towards the quorum of that round: its reply is a failure whose error
-// says the write was not replicated. A lost attempt releases it as usual.
+// WithReplicas makes every write of a lock's state on a node (a grant,
+// an extension, a fence or leadership write) wait for n of that node's
+// replicas to acknowledge it, for up to timeout (WAIT, in the write's
+// pipeline). A node whose write reached fewer does not count towards the
+// round's quorum; a lost attempt releases it as usual. It narrows the
+// window in which a failover forgets a lock; WAIT is not consensus
+// (docs/sentinel.md). Releases do not wait.
 //
-// It is for nodes that are themselves replicated (a master and its
-// replicas, Sentinel-managed, reached through a FailoverClient): without
-// it, a master that fails after granting, before its replica has the
-// key, is replaced by a replica that never saw the lock, and votes for
-// a second holder (docs/sentinel.md). It narrows that window; it does
-// not close it: WAIT is not consensus. A replica that acknowledged may
-// still lose the write (it restarts without persistence, or another
-// replica is promoted), and a write not acknowledged stays on the
-// master and may still reach the replicas.
-//
-// The cost is a replication round trip per write when the replicas keep
-// up, and timeout per write, on every request queued behind it on that
-// node, when one lags; a round still waits for a node no longer than
-// the per-node timeout (WithNodeTimeout), so keep timeout below it. A
-// MultiLock needs every node, so one lagging replica fails every
-// attempt. Releases do not wait.
-//
-// It applies to a Client (given to New, Dial or NewMultiLock); given to
-// a single call it is refused. Default: 0, off. n must not be negative,
-// and with n > 0 timeout must be positive (it is rounded up to a whole
-// millisecond, WAIT's unit), else ErrInvalid. Errors from New and Dial:
-// ErrInvalid when a node is not one master's client (a Cluster client or
-// a Ring), or when timeout is not below a node's go-redis ReadTimeout,
-// which would cut the WAIT short (Dial's clients read for 1s unless the
-// URL sets read_timeout).
+// Default: 0, off. ErrInvalid from New and Dial for n < 0, for n > 0
+// with timeout <= 0 or not below a node's go-redis ReadTimeout, and for
+// a Cluster client or a Ring. Details: docs/api.md#withreplicas.
 func WithReplicas(n int, timeout time.Duration) Option {
 	return clientOpt(func(c *config) {
 		switch {

@@ -76,21 +76,16 @@ type Client struct {
 }
 
 // New returns a Client over nodes, which must be independent Redis
-// masters (not replicas of each other, not the same server twice). It does
-// no I/O; each node is identified by its run_id on first contact.
-//
+// masters (not replicas of each other, not the same server twice). It
+// does no I/O; each node is identified by its run_id on first contact.
 // With WithLogger, New logs (Warn) what weakens safety, one line per
-// finding: one or two nodes at once; then, from one background probe of
-// the nodes (Health's; up to 1s per node, ended by Close), a node that
-// does not answer, an evicting maxmemory-policy, a node without
-// persistence when the restart guard is off, a replica, one server
-// given twice. New neither waits for that probe nor fails for what it
-// finds. Without a logger there is no probe.
+// finding, from a background probe of the nodes (as Health reports it);
+// it neither waits for the probe nor fails for what it finds.
 //
-// New returns an error matching ErrInvalid when nodes is empty, holds a
-// nil client, holds the same client (or the same address and DB) twice
-// (its message says "duplicate node"), or an option is out of range. To
-// build the go-redis clients from URLs, see Dial and NewClients.
+// Errors match ErrInvalid: nodes empty, a nil client, the same client
+// (or address and DB) twice ("duplicate node"), an option out of range.
+// To build the go-redis clients from URLs, see Dial and NewClients.
+// Details: docs/api.md#new.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	return newClient(nodes, 0, opts, false)
 }
