@@ -1,20 +1,28 @@
 package main
 
 import (
-	"fmt"
+	"context"
 	"net"
 	"strings"
 	"testing"
 
-	"github.com/seed543a70bd/redlock/internal/redisnode"
-	"github.com/seed543a70bd/redlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seed543a70bd/redlock/redlocktest"
 )
 
 // status without --key prints one line a node and exits 0 while a
 // quorum of nodes is healthy, 69 once it is not; each misconfiguration
 // is a warning line.
 func TestStatusHealth(t *testing.T) {
-	good := redistest.NodesWith(t, 3, redisnode.Options{AppendOnly: true})
+	good := redlocktest.Start(t, 3)
+	for _, n := range good { // persistence on: no warning for its lack
+		rc := redis.NewClient(&redis.Options{Addr: n.Addr()})
+		if err := rc.ConfigSet(context.Background(), "appendonly", "yes").Err(); err != nil {
+			t.Fatal(err)
+		}
+		_ = rc.Close()
+	}
 	url := func(i int) string { return "redis://" + good[i].Addr() }
 	all := url(0) + "," + url(1) + "," + url(2)
 
@@ -56,7 +64,7 @@ func TestStatusHealth(t *testing.T) {
 
 	// One server under two names is a line of the report, not a usage
 	// error as with --key.
-	r = cli(t, nil, "status", "--nodes", all+fmt.Sprintf(",redis://localhost:%d", good[0].Port()))
+	r = cli(t, nil, "status", "--nodes", all+",redis://localhost:"+port(t, good[0].Addr()))
 	if r.code != exitOK || !strings.Contains(r.stdout, "warning: node 4 (localhost:") || !strings.Contains(r.stdout, "the same server as node 1") {
 		t.Errorf("same server twice: want exit 0 and a warning, got %d:\n%s%s", r.code, r.stdout, r.stderr)
 	}
@@ -101,4 +109,14 @@ func closedAddr(t *testing.T) string {
 	addr := l.Addr().String()
 	_ = l.Close()
 	return addr
+}
+
+// port returns the port of addr.
+func port(t *testing.T, addr string) string {
+	t.Helper()
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
