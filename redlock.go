@@ -381,13 +381,3 @@ func (c *Client) Close() error {
 	c.ownedOnce.Do(func() { closeClients(c.owned) })
 	return nil
 }
-
-// pendingReleases returns how many releases wait for a retry, over
-// every node.
-func (c *Client) pendingReleases() int {
-	n := 0
-	for _, nd := range c.nodes {
-		n += nd.PendingReleases()
-	}
-	return n
-}
