@@ -238,8 +238,10 @@ func TestPathCostIndependentOfHeld(t *testing.T) {
 	}
 	refuse := usecPerCall(t, clients[0])
 	t.Logf("server time per script call refusing the common ancestors: %.1fµs", refuse)
-	if refuse > 4*empty+20 {
-		t.Errorf("want refusing an ancestor of 5000 locks within 4x of %.1fµs, got %.1fµs", empty, refuse)
+	// A scan of the 5000 would cost milliseconds; the bound leaves room
+	// for a loaded machine, whose stalls the server's clock counts too.
+	if refuse > 10*empty+100 {
+		t.Errorf("want refusing an ancestor of 5000 locks within 10x of %.1fµs (+100µs), got %.1fµs", empty, refuse)
 	}
 }
 
