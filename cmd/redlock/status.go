@@ -24,7 +24,7 @@ Reads every node once (the library's Inspect) and changes nothing. For each
 node: whether it answered, the holder (the first 8 characters of its ID, the
 SHA-1 of its token, as 'redlock run -v' prints it; "-" when the key is free;
 one per reader or permit of a read lock or semaphore), the holder's TTL on
-that node, and the fencing counter (FenceKey(K) = K:fence, "-" when absent).
+that node, and the fencing counter (KeyName("fence", K) = K:fence, "-" when absent).
 Then a summary: whether a holder is on a quorum of the nodes, the TTL that
 quorum guarantees, the fence, and the holder's metadata ('redlock run'
 stores "HOST pid PID: COMMAND"). --election NAME reads the key of the
