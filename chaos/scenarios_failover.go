@@ -10,7 +10,7 @@ import (
 
 // Failover scenarios: three nodes, each a master with a replica, watched
 // by three Sentinels (sentinel.go), reached through FailoverClients.
-// Node 0's master dies after granting A's lock, before its replica has
+// Node 1's master dies after granting A's lock, before its replica has
 // the key, and Sentinel promotes the replica.
 
 // failoverTTL is A's and B's lease: long enough to outlast a failover
@@ -23,14 +23,14 @@ const failoverTTL = 10 * time.Second
 // timeout.
 const failoverWait = 100 * time.Millisecond
 
-// failover runs, once: node 0's replica is cut off its master (holdBack);
-// node 2 holds a foreign key for a second; A locks "failover", winning
-// nodes 0 and 1 at once. Node 0's master is killed, and Sentinel
+// failover runs, once: node 1's replica is cut off its master (holdBack);
+// node 3 holds a foreign key for a second; A locks "failover", winning
+// nodes 1 and 2 at once. Node 1's master is killed, and Sentinel
 // promotes its replica, which never saw A's key. B then tries while A
-// holds: it wins on nodes 0 and 2 (the foreign key has expired), a
+// holds: it wins on nodes 1 and 3 (the foreign key has expired), a
 // second holder. With withReplicas, both clients use WithReplicas(1, …):
-// A's grant on node 0 waits for a replica that does not answer and does
-// not count, so A wins only once node 2 is free, on nodes 1 and 2, whose
+// A's grant on node 1 waits for a replica that does not answer and does
+// not count, so A wins only once node 3 is free, on nodes 2 and 3, whose
 // replicas have the key; B is then refused by both, and wins once A
 // releases.
 func failover(withReplicas bool) func(ctx context.Context, e *env) error {
@@ -79,7 +79,7 @@ func failover(withReplicas bool) func(ctx context.Context, e *env) error {
 			e.release(la)
 			return err
 		}
-		e.note("node 0's replica promoted %v after its master died", took.Round(time.Millisecond))
+		e.note("node 1's replica promoted %v after its master died", took.Round(time.Millisecond))
 
 		// B tries while A holds, for as long as the FailoverClient may
 		// take to find the new master (go-redis redials a failed pool
@@ -95,7 +95,7 @@ func failover(withReplicas bool) func(ctx context.Context, e *env) error {
 		e.release(la)
 		if withReplicas {
 			// Progress: with A gone, B wins on the nodes whose replicas
-			// acknowledge (1 and 2; node 0 has none now).
+			// acknowledge (2 and 3; node 1 has none now).
 			if lb := e.tryFor(ctx, idB, b, key, 3*time.Second); lb != nil {
 				e.hold(ctx, idB, lb, 10*time.Millisecond)
 			} else {
@@ -120,4 +120,4 @@ func (e *env) tryFor(ctx context.Context, id int, lk tryLocker, key string, d ti
 }
 
 // failoverDoc is the scenarios' shared description.
-var failoverDoc = fmt.Sprintf("3 nodes, each a master with a replica, watched by 3 Sentinels (quorum 2, down after %v), reached through FailoverClients. Node 0's replica is cut off its master; A locks (TTL %v) while node 2 holds a foreign key for 1s; node 0's master is killed and Sentinel promotes its replica, which never saw A's key; B then tries while A holds.", sentinelDownAfter, failoverTTL)
+var failoverDoc = fmt.Sprintf("3 nodes, each a master with a replica, watched by 3 Sentinels (quorum 2, down after %v), reached through FailoverClients. Node 1's replica is cut off its master; A locks (TTL %v) while node 3 holds a foreign key for 1s; node 1's master is killed and Sentinel promotes its replica, which never saw A's key; B then tries while A holds.", sentinelDownAfter, failoverTTL)
