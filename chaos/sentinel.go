@@ -102,7 +102,7 @@ func (r *replicated) startReplica(ctx context.Context, i int) (*redisnode.Node, 
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			_ = rep.Close()
-			return nil, fmt.Errorf("replica of node %d: no write acknowledged: %v", i, err)
+			return nil, fmt.Errorf("replica of node %d: no write acknowledged: %v", i+1, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -178,20 +178,20 @@ func (r *replicated) holdBack(ctx context.Context, i int) error {
 	rc := redis.NewClient(&redis.Options{Addr: r.replicas[i].Addr(), MaxRetries: -1})
 	defer rc.Close()
 	if err := rc.ConfigSet(ctx, "masterauth", "no-such-password").Err(); err != nil {
-		return fmt.Errorf("replica of node %d: %w", i, err)
+		return fmt.Errorf("replica of node %d: %w", i+1, err)
 	}
 	admin := r.cl.Admin(i)
 	if err := admin.Do(ctx, "client", "kill", "type", "replica").Err(); err != nil {
-		return fmt.Errorf("node %d: CLIENT KILL TYPE replica: %w", i, err)
+		return fmt.Errorf("node %d: CLIENT KILL TYPE replica: %w", i+1, err)
 	}
 	info, err := admin.Info(ctx, "replication").Result()
 	if err != nil {
 		return err
 	}
 	if !strings.Contains(info, "connected_slaves:0") {
-		return fmt.Errorf("node %d: want its replica cut off, got %q", i, info)
+		return fmt.Errorf("node %d: want its replica cut off, got %q", i+1, info)
 	}
-	r.cl.rec.Event(i, EventNote, fmt.Sprintf("node %d's replica cut off its master", i))
+	r.cl.rec.Event(i, EventNote, fmt.Sprintf("node %d's replica cut off its master", i+1))
 	return nil
 }
 
@@ -208,7 +208,7 @@ func (r *replicated) awaitPromotion(ctx context.Context, i int, d time.Duration)
 			return time.Since(start), nil
 		}
 		if time.Since(start) > d {
-			return 0, fmt.Errorf("node %d: replica %s not promoted after %v (sentinel says %v, %v)", i, r.replicas[i].Addr(), d, addr, err)
+			return 0, fmt.Errorf("node %d: replica %s not promoted after %v (sentinel says %v, %v)", i+1, r.replicas[i].Addr(), d, addr, err)
 		}
 		if err := sleep(ctx, 50*time.Millisecond); err != nil {
 			return 0, err
