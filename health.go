@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/seed543a70bd/redlock/internal/node"
 	"github.com/seed543a70bd/redlock/internal/wire"
 )
@@ -89,7 +88,7 @@ func probeHealth(ctx context.Context, c *Client, wait time.Duration) Health {
 	wg.Wait()
 	byID := map[string][]int{}
 	for i, n := range h.Nodes {
-		if _, cluster := c.nodes[i].C.(*redis.ClusterClient); n.RunID != "" && !cluster {
+		if n.RunID != "" && shardingOf(c.nodes[i].C) != shardSlot {
 			byID[n.RunID] = append(byID[n.RunID], i)
 		}
 	}
