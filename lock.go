@@ -353,12 +353,44 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	l.stopWatch(ErrReleased)
 	l.mu.Lock()
 	first := l.firstUnlockLocked() // observer.go
+	again := l.released
 	l.released = true
 	ttl := max(l.ttl, l.maxTTL) // the release's retries last as long as the key may
 	l.deadline = time.Time{}    // released: no validity left
 	l.mu.Unlock()
 	l.unlocked.Store(true)
+	var lost *round // a hand-on that lost
+	if !again && l.handsOn() {
+		// Hand the key to a Lock call of this Client waiting for it
+		// (handon.go); that failing, release it.
+		if b := l.c.lines.take(l.keys[0]); b != nil {
+			// The call waits for exactly one answer, even should an
+			// observer panic: nil once the key is released.
+			gave := false
+			give := func(nl *Lock) {
+				if !gave {
+					gave = true
+					b.deliver(nl)
+				}
+			}
+			defer give(nil)
+			qe, ok, rd := l.handOn(b, give)
+			if ok {
+				if first {
+					l.observeUnlock(ctx, outcome{won: qe == nil, err: qe})
+				}
+				if qe != nil {
+					return qe
+				}
+				return nil
+			}
+			lost = rd
+		}
+	}
 	out := runRound(ctx, l.c, opRelease, l, ttl)
+	if !out.won && lost.heldWith(out.rd) {
+		out.won, out.err = true, nil
+	}
 	if first {
 		l.observeUnlock(ctx, out)
 	}

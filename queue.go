@@ -102,6 +102,10 @@ type line struct {
 	// The front call's alone (handed on with the front):
 	ticket int64   // the Client's ticket in the nodes' queue; 0: none
 	w      *waiter // the hub waiter; nil until the key was found held
+	// The hand-on (handon.go): the front call's request to be handed the
+	// key, and how many more times this Client's Unlocks may hand it on.
+	ask    *baton
+	budget int
 }
 
 // enter joins the line for key and returns once the call is at its

@@ -43,3 +43,14 @@ func WaitersForTest(c *Client) (joined, queued int) {
 	}
 	return joined, queued
 }
+
+// LineForTest returns how many of c's Lock calls are in key's line, and
+// whether its front call waits to be handed the key (handon.go).
+func LineForTest(c *Client, key string) (n int, asks bool) {
+	c.lines.mu.Lock()
+	defer c.lines.mu.Unlock()
+	if ln := c.lines.m[key]; ln != nil {
+		return ln.n, ln.ask != nil
+	}
+	return 0, false
+}

@@ -56,6 +56,7 @@ type round struct {
 	// (wire.Reply.Healed), whenever they replied: released should the
 	// lock be over (Lock.dropHealed).
 	healed nodeSet
+	hand   *handTally // a hand-on's (wire.Request.Prev, handon.go); nil otherwise
 }
 
 // outcome is what a round decided.
@@ -79,6 +80,11 @@ type outcome struct {
 // An acquire or extend passes l's floor (see Lock.floor), lowered to
 // ttl when a request fails and so may still land later.
 func runRound(ctx context.Context, c *Client, op opKind, l *Lock, ttl time.Duration) outcome {
+	return runReq(ctx, c, roundReq(c, op, l, ttl), l.cfg)
+}
+
+// roundReq builds the request of runRound.
+func roundReq(c *Client, op opKind, l *Lock, ttl time.Duration) *request {
 	req := &request{
 		w: wire.Request{
 			Op: op, Token: l.token, TTL: ttl,
@@ -106,7 +112,7 @@ func runRound(ctx context.Context, c *Client, op opKind, l *Lock, ttl time.Durat
 		// The release names the key's next waiter (queue.go).
 		req.w.Queue = c.releaseQ
 	}
-	return runReq(ctx, c, req, l.cfg)
+	return req
 }
 
 // runReq is run for a built request.
@@ -253,6 +259,9 @@ func initRound(c *Client, rd *round, ctx context.Context, req *request, cfg *con
 		// All set before any reply can be reported and read them.
 		rd.res[i] = NodeResult{Node: i, Addr: nd.Addr, Status: statusPending}
 	}
+	if req.w.Prev != "" {
+		rd.hand = &handTally{nodes: append([]NodeResult(nil), rd.res...), decided: make(chan struct{})}
+	}
 }
 
 // isDecided reports whether rd's outcome is known.
@@ -344,6 +353,9 @@ func (rd *round) Report(i int, r wire.Reply) {
 	}
 	rd.mu.Lock()
 	rd.left--
+	if rd.hand != nil {
+		rd.countHand(i, st, r.Free, err, lat)
+	}
 	if r.Healed {
 		rd.healed.add(i)
 	}

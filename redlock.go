@@ -224,8 +224,17 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 // tryLock is one attempt on validated keys; fam is nil for a key lock.
 // intent is request.intent: positive for Lock's attempts on key locks.
 func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, token string, cfg *config, fam *family, intent time.Duration) (*Lock, error) {
+	l, _, err := c.acquire(ctx, keys, ttl, token, cfg, fam, intent, "")
+	return l, err
+}
+
+// acquire is tryLock, also returning the round's outcome when it ran;
+// prev, when set, is the token of the holder handing the key on
+// (handon.go).
+func (c *Client) acquire(ctx context.Context, keys []string, ttl time.Duration, token string, cfg *config, fam *family, intent time.Duration, prev string) (*Lock, outcome, error) {
+	var none outcome
 	if err := c.check(ctx, ttl, cfg); err != nil {
-		return nil, err
+		return nil, none, err
 	}
 	l := &Lock{c: c, keys: keys, token: token, ttl: ttl, maxTTL: ttl, cfg: cfg, fam: fam, actx: ctx, intent: intent}
 	if err := ctx.Err(); err != nil {
@@ -233,19 +242,21 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 		if cfg.obs != nil {
 			cfg.obs(Event{Kind: "round", Ctx: ctx, Op: opLockName, Keys: l.shownKeys(), Reason: reasonOf(qe), Start: time.Now(), Nodes: qe.Nodes, Err: qe})
 		}
-		return nil, qe
+		return nil, none, qe
 	}
 	if c.isClosed() {
-		return nil, ErrClosed
+		return nil, none, ErrClosed
 	}
-	out := runRound(ctx, c, opAcquire, l, ttl)
+	req := roundReq(c, opAcquire, l, ttl)
+	req.w.Prev = prev
+	out := runReq(ctx, c, req, cfg)
 	if p := c.dupErr.Load(); p != nil {
 		// Found during this round: refuse even a win, which may have
 		// counted one server twice.
 		if out.won {
 			_ = l.Unlock(ctx)
 		}
-		return nil, *p
+		return nil, out, *p
 	}
 	if !out.won {
 		if fam != nil && fam.kind == kindPermit && limitMismatched(out.err) {
@@ -253,11 +264,11 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 			// an outage.
 			out.err.reasons = []error{ErrNotObtained, errLimitMismatch(fam)}
 		}
-		return nil, out.err
+		return nil, out, out.err
 	}
 	if cfg.fencing {
 		if err := fenceLock(ctx, c, l, out, cfg); err != nil {
-			return nil, err
+			return nil, out, err
 		}
 	}
 	dl := deadline(out.start, ttl, cfg.driftFactor)
@@ -265,13 +276,13 @@ func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, 
 		// Won, but no validity is left now: the first round waited for
 		// the first contacts of slow nodes, or a fencing round ran.
 		_ = l.Unlock(context.WithoutCancel(ctx))
-		return nil, out.rd.resultError(ErrNotObtained, ErrExpired)
+		return nil, out, out.rd.resultError(ErrNotObtained, ErrExpired)
 	}
 	// Set once the lock is the caller's: the Unlock of a win undone above
 	// does not report the end of a lock (see firstUnlockLocked).
 	l.acquired = out.start
 	l.deadline, l.dlTTL = dl, ttl
-	return l, nil
+	return l, out, nil
 }
 
 // check validates what every call needs.

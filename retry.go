@@ -42,6 +42,18 @@ func lockLoop(ctx context.Context, c *Client, keys []string, ttl time.Duration, 
 		return nil, unsentError(c, opAcquire, keysShown(keys, fam), ErrNotObtained, ErrContended, ctx.Err())
 	}
 	queued := queued(c, keys, cfg, fam)
+	// The front of a line in the key's queue may be handed the key by an
+	// Unlock of this Client (handon.go): b is its request for that.
+	var b *baton
+	if queued {
+		b = newBaton(ctx, ttl, cfg)
+		c.lines.offer(ln, b)
+		defer func() {
+			if b != nil {
+				c.lines.withdraw(ln, b)
+			}
+		}()
+	}
 	w := ln.w // pub/sub hand-off, joined once the key is found held
 	if w != nil && w.queued.Load() != queued {
 		// Joined by a call with other options: this one's wake-ups differ.
@@ -70,6 +82,27 @@ func lockLoop(ctx context.Context, c *Client, keys []string, ttl time.Duration, 
 		if w != nil {
 			wake = w.wake
 		}
+		var got chan *Lock
+		if b != nil {
+			got = b.got
+			if b.taken.Load() {
+				// An Unlock is handing the key to this call: an attempt
+				// now would find it held.
+				select {
+				case nl := <-got:
+					if l, done := handedOn(c, ln, &b, nl, ctx, ttl, cfg); done {
+						return l, nil
+					}
+					checkIn = false
+					continue
+				case <-ctx.Done():
+					if last == nil {
+						return nil, unsentError(c, opAcquire, keysShown(keys, fam), ErrNotObtained, ErrContended, ctx.Err())
+					}
+					return nil, waitEnded(last, ctx.Err())
+				}
+			}
+		}
 		if !checkIn {
 			try++
 			if w != nil {
@@ -85,6 +118,7 @@ func lockLoop(ctx context.Context, c *Client, keys []string, ttl time.Duration, 
 			if err == nil || !retryable(err) {
 				if err == nil && queued {
 					ln.setTicket(0) // out of the queue: the next call queues anew
+					c.lines.won(ln)
 				}
 				if err != nil && last != nil && ctx.Err() != nil && !errors.Is(err, ErrInvalid) {
 					// Cut short by ctx, with nodes still pending: the
@@ -193,6 +227,11 @@ func lockLoop(ctx context.Context, c *Client, keys []string, ttl time.Duration, 
 		}
 		select {
 		case <-timer.C:
+		case nl := <-got:
+			if l, done := handedOn(c, ln, &b, nl, ctx, ttl, cfg); done {
+				return l, nil
+			}
+			checkIn = false
 		case <-wake: // a release, or the subscription is ready
 			if queued && w != nil && w.queued.Load() {
 				// Named: attempt at once. Else (the subscription is
@@ -207,6 +246,20 @@ func lockLoop(ctx context.Context, c *Client, keys []string, ttl time.Duration, 
 			return nil, waitEnded(last, ctx.Err())
 		}
 	}
+}
+
+// handedOn takes the outcome nl of a hand-on to the call at the front of
+// ln, whose baton *b was: done with nl when it won; else the holder has
+// released the key, and the call, with a new baton, attempts at once.
+func handedOn(c *Client, ln *line, b **baton, nl *Lock, ctx context.Context, ttl time.Duration, cfg *config) (*Lock, bool) {
+	*b = nil
+	if nl != nil {
+		ln.setTicket(0) // out of the queue, as on any win
+		return nl, true
+	}
+	*b = newBaton(ctx, ttl, cfg)
+	c.lines.offer(ln, *b)
+	return nil, false
 }
 
 // contendedToo returns err, a cut-short attempt's *QuorumError, matching

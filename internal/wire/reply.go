@@ -49,6 +49,9 @@ type Reply struct {
 	// its status is StatusAbsent, and it does not count towards the
 	// extension's quorum; but it holds the lock's keys now.
 	Healed bool
+	// Free: a hand-on (Request.Prev) found the key missing, the old
+	// holder's lock lost on the node, and granted it.
+	Free bool
 }
 
 // ErrInvalid is matched by every error about bad input; the root
@@ -81,6 +84,9 @@ func Classify(r *Request, res any) Reply {
 	}
 	if v, ok := res.(int64); ok && v == 2 && r.Op == OpExtend {
 		return Reply{St: StatusAbsent, Healed: true}
+	}
+	if v, ok := res.(int64); ok && v == 2 && r.Op == OpAcquire && r.Prev != "" {
+		return Reply{St: StatusOK, Free: true}
 	}
 	if r.Op == OpAcquire && r.Kind != KindPermit {
 		if h, ttl, ok := parseRefusal(res, r.Fenced); ok {

@@ -128,20 +128,25 @@ type Announce struct {
 // one per call, and what only Prepare needs (the keys, the release
 // channel) is passed to it rather than kept.
 type Request struct {
+	// The one-byte fields together, so that the struct stays in its size
+	// class of the allocator.
 	Op     Op
+	Kind   Kind // KindKey, or the family kind
+	Fenced bool // acquire: also raise the fence counters (key/acquire_fenced.lua)
+	// Notify: a release announced to waiters on its release channel
+	// (see Announce).
+	Notify bool
 	Token  string
 	TTL    time.Duration
-	Fenced bool       // acquire: also raise the fence counters (key/acquire_fenced.lua)
 	Fence  int64      // OpFence: the fencing token to raise the counters to; OpExtend: the lock's, for a heal
-	Kind   Kind       // KindKey, or the family kind
 	Sem    *Semaphore // KindPermit
 	// Intent (a key lock's acquire by Lock, not TryLock): on a refusal,
 	// the acquire script marks the keys that readers hold for this long,
 	// so that new readers wait (key/acquire.lua, common/writer_mark.lua).
 	Intent time.Duration
-	// Notify: a release announced to waiters on its release channel
-	// (see Announce).
-	Notify bool
+	// Prev: an acquire of one key lock handed on by its holder, whose
+	// token Prev is: the key may hold it (key/swap.lua).
+	Prev string
 	// Queue: on OpQueue, the waiter's place in the key's wait queue; on
 	// an announced release of one key lock, that the release names the
 	// queue's head (key/release_one.lua). nil: no queue.
@@ -210,10 +215,13 @@ func (r *Request) Prepare(n int, keys []string, ann Announce) {
 		switch {
 		case r.Fenced:
 			r.Script = ScriptAcquireFenced
+		case r.Prev != "":
+			r.Script = ScriptSwap
+			ex[1], ne = r.Prev, 2
 		case len(keys) == 1:
 			r.Setnx = true // the mark goes with the script (ScriptArgs)
 		}
-		if r.Intent > 0 && !r.Setnx {
+		if r.Intent > 0 && !r.Setnx && r.Prev == "" {
 			ex[1], ex[2], ne = PXMillis(r.Intent), ReadMarker, 3
 		}
 	case r.Op == OpExtend:

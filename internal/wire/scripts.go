@@ -39,8 +39,11 @@ var (
 	ScriptAcquire       = newLua(ownSrc + writerMarkSrc + typed(src("key/acquire.lua"), "0"))
 	ScriptAcquireFenced = newLua(ownSrc + writerMarkSrc + typed(src("key/acquire_fenced.lua"), "{0, 0}"))
 	ScriptFence         = newLua(ownSrc + typed(src("fence/raise.lua"), "-1"))
-	ScriptExtend        = newLua(extendSrc + src("key/extend.lua"))
-	ScriptRelease       = newLua(ownSrc + typed(src("key/release.lua"), "-1"))
+	// ScriptSwap is an acquire that takes the key from the holder handing
+	// it on (Request.Prev).
+	ScriptSwap    = newLua(ownSrc + typed(src("key/swap.lua"), "0"))
+	ScriptExtend  = newLua(extendSrc + src("key/extend.lua"))
+	ScriptRelease = newLua(ownSrc + typed(src("key/release.lua"), "-1"))
 	// ScriptReleaseOne carries its own ownership and type checks, inline
 	// rather than own() and typed(): every unlock runs it, and the
 	// helpers cost the node about 1 µs a call, of 6–7.
