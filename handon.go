@@ -153,7 +153,9 @@ func (l *Lock) handOn(b *baton, give func(*Lock)) (qe *QuorumError, ok bool, rd 
 		return nil, false, out.rd
 	}
 	give(nl)
-	return out.rd.handVerdict(max(out.rd.timeout, releaseTimeout)), true, out.rd
+	// Unlock's wait in all, as a release's would be.
+	wait := max(out.rd.timeout, releaseTimeout) - time.Since(out.rd.start)
+	return out.rd.handVerdict(wait), true, out.rd
 }
 
 // heldWith reports whether, of the hand-on rd that lost and the release
@@ -217,7 +219,7 @@ func (rd *round) handVerdict(wait time.Duration) *QuorumError {
 	rd.mu.Lock()
 	d := rd.hand.decided
 	rd.mu.Unlock()
-	if d != nil {
+	if d != nil && wait > 0 {
 		t := getTimer(wait)
 		select {
 		case <-d:

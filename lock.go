@@ -330,14 +330,14 @@ func (l *Lock) endExtend(out outcome, ttl time.Duration) error {
 
 // Unlock releases the lock: compare-and-delete on every node that still
 // holds its token, succeeding when a quorum did; it never deletes another
-// holder's key. ctx's cancellation does not cut it short: it waits for the
-// nodes at most the longer of the per-node timeout and 250ms, and returns
-// at a quorum. A release that fails is retried in the background until
-// the node answers, the key expires, or Client.Close.
+// holder's key. It is not cut short by ctx's cancellation, returns at a
+// quorum, and retries failed releases in the background. When a Lock
+// call of the same Client waits for the key, Unlock hands the key to it
+// in one round instead.
 //
 // Errors: ErrInvalid for a nil or zero *Lock or a nil ctx; a
 // *QuorumError matching ErrNotHeld when fewer than a quorum held the
-// token, with ErrUnreachable when failed nodes were the cause. Details:
+// token (ErrUnreachable too when failed nodes were the cause). Details:
 // docs/api.md#lockunlock.
 func (l *Lock) Unlock(ctx context.Context) error {
 	if l == nil {

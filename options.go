@@ -361,7 +361,8 @@ func WithHandoff(on bool) SharedOption {
 // WithObserver makes the library report what it does to fn: every node
 // request, every round and the end of every lock (see Event, and
 // docs/observability.md for metric names). fn is called synchronously
-// on the calling goroutine (or a node's request goroutine): it must be
+// on the calling goroutine (or a node's request goroutine, or that of an
+// Unlock handing the key to the call, Lock.Unlock): it must be
 // fast and safe for concurrent use, and a panic in it is not recovered.
 // Given to New it applies to every call of the Client; given to a single
 // call, to that call's rounds and to the Lock it returns. nil turns
