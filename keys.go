@@ -13,17 +13,13 @@ import (
 // (WithKeyPrefix) put in front on the wire only.
 
 // KeyName returns the name on each node of what the library keeps for
-// name, for a user who inspects the nodes or writes an ACL. kind says
-// what:
-//   - "fence": the fencing counter of the lock key name (WithFencing),
-//     name + ":fence"; it never expires;
-//   - "readers": the readers of a read lock on name, name + ":readers";
-//   - "path": the holder key of a path lock on name, "a/b/c" -> "{a}/b/c";
-//   - "election": the lock key of the election called name,
-//     "redlock:election:" + name; its "fence" counter holds the terms;
-//   - "terms": that election's history, its key + ":terms";
-//   - "release": the pub/sub channel announcing releases of the key
-//     name, "redlock:release:" + name.
+// name, for a user who inspects the nodes or writes an ACL. kind is one
+// of "fence" (a lock's fencing counter, name + ":fence", never expiring),
+// "readers" (a read lock's readers, name + ":readers"), "path" (a path
+// lock's key, "a/b/c" -> "{a}/b/c"), "election" (an election's lock key,
+// "redlock:election:" + name, whose "fence" counter holds the terms),
+// "terms" (its history, that key + ":terms") and "release" (the channel
+// announcing the releases of key name, "redlock:release:" + name).
 //
 // It returns "" for another kind, or a path TryLockPath refuses. Under
 // WithKeyPrefix(p) every name is stored as p + KeyName(kind, name).

@@ -161,14 +161,11 @@ func (l *Lock) Validity() time.Duration {
 
 // Extend resets the lock's TTL to ttl on every node that still holds its
 // token (compare-and-pexpire) and succeeds when a quorum did; Validity is
-// then ttl - elapsed - drift from Extend's own start. Extends of one lock
-// run one at a time, so Validity never promises more than the last won
-// round set. A failed Extend never lengthens Validity; when so many nodes
-// found the key missing or another owner's that no quorum can hold it, the
-// lock is lost at once (Validity <= 0, Done closed, Err ErrLockLost).
-// A node that lost the key (a restart, an eviction) and holds no other
-// owner's gets back what the holder had there (a heal), without counting
-// towards the quorum (docs/safety.md#healing-a-held-lock-puts-its-keys-back).
+// then ttl - elapsed - drift from Extend's start. Extends of one lock run
+// one at a time. A failed Extend never lengthens Validity, and once no
+// quorum can hold the lock it is lost at once (Validity <= 0, Done
+// closed, Err ErrLockLost). A node that lost the key gets back what the
+// holder had there (a heal; docs/safety.md).
 //
 // Errors: ErrInvalid for a nil or zero *Lock, a nil ctx or a bad ttl;
 // otherwise a *QuorumError matching ErrNotHeld (with ErrExpired,
