@@ -457,8 +457,9 @@ func BenchmarkElectionFailover(b *testing.B) {
 			b.Fatal(err)
 		}
 		got := make(chan time.Time, 1)
+		waiting, refused := refusedOnce()
 		go func() {
-			l, err := next.Election(name).Campaign(ctx, "new", ttl)
+			l, err := next.Election(name).Campaign(ctx, "new", ttl, waiting)
 			got <- time.Now()
 			if err != nil {
 				b.Error(err)
@@ -466,7 +467,11 @@ func BenchmarkElectionFailover(b *testing.B) {
 			}
 			_ = l.Resign(ctx)
 		}()
-		time.Sleep(20 * time.Millisecond) // the candidate waits
+		select { // the candidate waits
+		case <-refused:
+		case <-time.After(10 * time.Second):
+			b.Fatal("the candidate was not refused within 10s")
+		}
 		start := time.Now()
 		for _, c := range own {
 			_ = c.Close() // the process dies: no Resign, no extension

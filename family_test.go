@@ -409,7 +409,7 @@ func TestFamilyTinyTimeouts(t *testing.T) {
 				}
 				held[h] = struct{}{}
 				mu.Unlock()
-				time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
+				time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond) // the holder's work
 				mu.Lock()
 				delete(held, h)
 				mu.Unlock()

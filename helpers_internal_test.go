@@ -81,6 +81,22 @@ func takeWatchers() int {
 	return n
 }
 
+// inFlight counts c's requests not yet answered: those queued on its
+// nodes, the releases waiting for a retry, and the connections of
+// clients (c's) out of their pools, on which a request waits for its
+// reply (or a leader for its next request).
+func inFlight(c *Client, clients []redis.UniversalClient) int {
+	n := 0
+	for _, nd := range c.nodes {
+		n += nd.Queued() + nd.PendingReleases()
+	}
+	for _, cl := range clients {
+		s := cl.(*redis.Client).PoolStats()
+		n += int(s.TotalConns - s.IdleConns)
+	}
+	return n
+}
+
 // requireSettled waits until no leader holds a Tx and every client's pool
 // has all its connections idle: none was kept out of the pool.
 func requireSettled(t *testing.T, clients []redis.UniversalClient) {

@@ -134,6 +134,19 @@ func awaitDone(t testing.TB, l *redlock.Lock, d time.Duration, msg string) {
 	}
 }
 
+// refusedOnce is an observer for one call's options, and a channel it
+// closes at the call's first round that a holder refused: the call is
+// then in its wait, neither before it nor done.
+func refusedOnce() (redlock.SharedOption, <-chan struct{}) {
+	ch := make(chan struct{})
+	var once sync.Once
+	return redlock.WithObserver(func(e redlock.Event) {
+		if e.Kind == "round" && e.Reason == "contended" {
+			once.Do(func() { close(ch) })
+		}
+	}), ch
+}
+
 // poll checks cond every interval until it holds, and fails the test with
 // the message when wait passes first.
 func poll(t testing.TB, wait, interval time.Duration, cond func() bool, format string, args ...any) {

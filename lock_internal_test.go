@@ -32,7 +32,7 @@ func TestLockExtExclusionAndWakeups(t *testing.T) {
 			t.Errorf("%d holders of extMu at once", n)
 		}
 		if rand.IntN(4) == 0 {
-			time.Sleep(time.Duration(rand.IntN(50)) * time.Microsecond)
+			time.Sleep(time.Duration(rand.IntN(50)) * time.Microsecond) // work inside: a second holder would overlap it
 		}
 		inside.Add(-1)
 	}
@@ -122,12 +122,12 @@ func TestExtendValidityNeverOutlivesNodes(t *testing.T) {
 							failed.Add(1)
 						}
 						cancel()
-						time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
+						time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond) // pacing the Extends
 					}
 				})
 			}
 			wg.Go(func() {
-				time.Sleep(100 * time.Millisecond)
+				time.Sleep(100 * time.Millisecond) // the fault's schedule: Extends run before it
 				paused := nodes[2:]
 				if round == 2 {
 					paused = nodes[1:]
@@ -135,7 +135,7 @@ func TestExtendValidityNeverOutlivesNodes(t *testing.T) {
 				for _, nd := range paused {
 					_ = nd.Pause()
 				}
-				time.Sleep(time.Duration(400+200*round) * time.Millisecond)
+				time.Sleep(time.Duration(400+200*round) * time.Millisecond) // the pause
 				for _, nd := range paused {
 					_ = nd.Resume()
 				}
@@ -144,7 +144,8 @@ func TestExtendValidityNeverOutlivesNodes(t *testing.T) {
 			stopAuto()
 			// Settle: requests that timed out land; nothing in flight.
 			require.NoError(t, l.lockExt(ctx))
-			time.Sleep(200 * time.Millisecond)
+			eventually(t, 10*time.Second, func() bool { return inFlight(c, clients) == 0 },
+				"requests still in flight: %d", inFlight(c, clients))
 			var pttls []time.Duration
 			for _, a := range admins {
 				v, _ := a.Get(ctx, k).Result()
@@ -204,11 +205,15 @@ func TestExtendWaitsForBatchThenSerialised(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.LessOrEqual(t, l.Validity(), before)
-	// A waiter with a live ctx.
+	// A waiter with a live ctx. The Extend cut short above left its
+	// wake-up channel registered: cleared, so that a channel there is
+	// this waiter's.
+	l.extWait.Store(nil)
 	res := make(chan error, 1)
 	var ran atomic.Bool
 	go func() { res <- l.Extend(ctx, 2*time.Second); ran.Store(true) }()
-	time.Sleep(100 * time.Millisecond)
+	eventually(t, 5*time.Second, func() bool { return l.extWait.Load() != nil || ran.Load() },
+		"the Extend neither waited for the batch nor returned")
 	require.False(t, ran.Load(), "the Extend did not wait for the batch")
 	resumed = true
 	require.NoError(t, nodes[1].Resume())

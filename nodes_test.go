@@ -1167,7 +1167,7 @@ func startSentinel(t testing.TB, nodes ...*replicatedNode) string {
 			if ok = ready(); ok {
 				break
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // polling the sentinel's view
 		}
 		_ = sc.Close()
 		if ok {
@@ -1309,7 +1309,7 @@ func TestSentinel(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("after 15s: want a lock needing the failed-over node's vote, got %v", err)
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // polling: the interval between tries
 		}
 
 		// ... but it forgot a's key: it votes for a second holder while a
@@ -1470,7 +1470,9 @@ func TestDirectPathStoppedNodeBounded(t *testing.T) {
 		if direct {
 			break
 		}
-		// The round's clean-up and the node's slow mark: wait them out.
+		// The node's slow mark bars the direct path for a second
+		// (internal/node's directSlowFor): a window of time that no
+		// event ends, waited out so that the next attempt may take it.
 		time.Sleep(1100 * time.Millisecond)
 	}
 	// The SET may still have been in the stopped server's socket: the

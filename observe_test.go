@@ -68,9 +68,9 @@ func TestElectionObserveFollowsTerms(t *testing.T) {
 						if assertNoErr(t, lead.Proclaim(ctx, v)) {
 							publish(lead.Lock().Fence(), v)
 						}
-						time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
+						time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond) // the leader's work between Proclaims
 					}
-					time.Sleep(time.Duration(rng.IntN(50)) * time.Millisecond)
+					time.Sleep(time.Duration(rng.IntN(50)) * time.Millisecond) // and after them, still leading
 				}
 				order.Unlock()
 				assertNoErr(t, lead.Resign(ctx))

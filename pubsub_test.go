@@ -219,9 +219,10 @@ func BenchmarkHandoff(b *testing.B) {
 			require.NoError(b, err)
 			done := make(chan time.Time, 1)
 			var wl *redlock.Lock
+			waiting, refused := refusedOnce()
 			go func() {
 				var err error
-				wl, err = waiter.Lock(ctx, k, 10*time.Second)
+				wl, err = waiter.Lock(ctx, k, 10*time.Second, waiting)
 				if err != nil {
 					b.Error(err)
 				}
@@ -230,7 +231,11 @@ func BenchmarkHandoff(b *testing.B) {
 			if len(opts) == 0 {
 				eventually(b, 5*time.Second, func() bool { return subscribed(b, clients, 1) }, "not subscribed")
 			}
-			time.Sleep(2 * time.Millisecond) // pacing: let the waiter settle into its wait
+			select { // the waiter was refused once: it is in its wait
+			case <-refused:
+			case <-time.After(10 * time.Second):
+				b.Fatal("the waiter was not refused within 10s")
+			}
 			b.StartTimer()
 			require.NoError(b, l.Unlock(ctx))
 			released := time.Now()

@@ -374,37 +374,73 @@ func TestReleaseRetrySparesRelockWithSameToken(t *testing.T) {
 	for round := 0; round < 4; round++ {
 		k := key(t)
 		mon := monitor(t, nodes[2].Addr(), nodes[2].Password())
-		l1, err := rl.TryLock(ctx, k, 60*time.Second, redlock.WithToken(token))
+		watch1, released := nodeAnswer(2, "unlock")
+		l1, err := rl.TryLock(ctx, k, 60*time.Second, redlock.WithToken(token), watch1)
 		require.NoError(t, err)
 		require.NoError(t, nodes[2].Pause())
 		require.NoError(t, l1.Unlock(ctx)) // nodes 1 and 2; node 3's release in flight
-		// The release fails at the go-redis timeouts; its retries wait up
-		// to 250ms each.
-		time.Sleep(600 * time.Millisecond)
-		l2, err := rl.TryLock(ctx, k, 20*time.Second, redlock.WithToken(token))
+		// The release fails at the go-redis timeouts: a retry of it
+		// would be due from then on.
+		select {
+		case e := <-released:
+			require.Equal(t, "failed", e.Status, "round %d: node 3's release on a paused node", round)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: node 3's release neither answered nor failed within 10s", round)
+		}
+		watch2, set3 := nodeAnswer(2, "lock")
+		l2, err := rl.TryLock(ctx, k, 20*time.Second, redlock.WithToken(token), watch2)
 		require.NoError(t, err) // nodes 1 and 2
-		time.Sleep(30 * time.Millisecond)
 		require.NoError(t, nodes[2].Resume())
-		time.Sleep(1500 * time.Millisecond) // retries and rechecks run
+		var set3Status string
+		select {
+		case e := <-set3:
+			set3Status = e.Status
+			t.Logf("round %d: node 3 answered the new lock: %s %v", round, e.Status, e.Err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: node 3 did not answer the new lock within 10s of resuming", round)
+		}
+		// A negative check: the window in which a retry of the old
+		// release (retry delays up to 500ms, then rechecks) would
+		// reach node 3 after the new lock's SET. No event marks that
+		// it did not come.
+		time.Sleep(1500 * time.Millisecond)
 		lines := mon()
-		// The new lock's SET (PX 20000) on node 3, then a DEL of k.
+		// The new lock's SET (PX 20000) on node 3, then a DEL of k;
+		// either in a script (upper case) or sent as is (lower case).
 		set, del := -1, -1
 		for i, ln := range lines {
+			ln = strings.ToLower(ln)
 			switch {
-			case strings.Contains(ln, `"SET" "`+k+`"`) && strings.Contains(ln, `"20000"`):
+			case strings.Contains(ln, `"set" "`+strings.ToLower(k)+`"`) && strings.Contains(ln, `"20000"`):
 				set = i
-			case set >= 0 && strings.Contains(ln, `"DEL" "`+k+`"`):
+			case set >= 0 && strings.Contains(ln, `"del" "`+strings.ToLower(k)+`"`):
 				del = i
 			}
 		}
 		valid := l2.Validity()
 		_ = l2.Unlock(ctx)
+		if set3Status == "ok" && set < 0 {
+			t.Fatalf("round %d: node 3 took the new lock, but MONITOR did not show its SET: the check below would be blind", round)
+		}
 		if set >= 0 && del > set {
 			t.Fatalf("round %d: after TryLock(WithToken) returned, a retry of the earlier release of the same token deleted the new lock's key on node 3 (new lock Validity %v, never unlocked):\n%s",
 				round, valid, strings.Join(lines[set:del+1], "\n"))
 		}
 		t.Logf("round %d: no witness (set %d, del %d)", round, set, del)
 	}
+}
+
+// nodeAnswer is an observer for one call's options (and the Lock it
+// returns), and a channel that gets node i's first answer (or failure)
+// to a request of op.
+func nodeAnswer(i int, op string) (redlock.SharedOption, <-chan redlock.Event) {
+	ch := make(chan redlock.Event, 1)
+	var once sync.Once
+	return redlock.WithObserver(func(e redlock.Event) {
+		if e.Kind == "node" && e.Node == i && e.Op == op {
+			once.Do(func() { ch <- e })
+		}
+	}), ch
 }
 
 // monitor runs MONITOR on addr and returns a function that stops it and

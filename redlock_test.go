@@ -140,9 +140,18 @@ func TestCancellation(t *testing.T) {
 	var qe *redlock.QuorumError
 	require.ErrorAs(t, err, &qe, "per-node outcomes of the last attempt")
 
+	// Cancelled while it waits: at its first refused attempt.
 	ctx, cancel = context.WithCancel(context.Background())
-	go func() { time.Sleep(50 * time.Millisecond); cancel() }() // the event under test is the cancellation itself
-	_, err = c.Lock(ctx, k, time.Second)
+	waiting, refused := refusedOnce()
+	go func() {
+		select {
+		case <-refused:
+		case <-time.After(10 * time.Second):
+			t.Error("Lock was not refused within 10s")
+		}
+		cancel()
+	}()
+	_, err = c.Lock(ctx, k, time.Second, waiting)
 	require.ErrorIs(t, err, redlock.ErrNotObtained)
 	require.ErrorIs(t, err, context.Canceled)
 

@@ -162,6 +162,37 @@ func overlappingReaders(t *testing.T, rl *redlock.Client, k string, n int, hold 
 	return &took
 }
 
+// scriptCalls returns how many scripts (EVALSHA, EVAL, FCALL) node c
+// has run, from INFO commandstats: every attempt of a family lock that
+// reached it.
+func scriptCalls(t testing.TB, c redis.UniversalClient) int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	require.NoError(t, err)
+	var n int64
+	for _, ln := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(ln), ":")
+		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval" && name != "cmdstat_fcall") {
+			continue
+		}
+		var calls int64
+		_, err := fmt.Sscanf(rest, "calls=%d", &calls)
+		require.NoError(t, err, "%q", ln)
+		n += calls
+	}
+	return n
+}
+
+// awaitAttempts waits until node c has run n more scripts: the
+// attempts of callers that wait for a key (the only ones running on c
+// meanwhile) have reached it, rather than sleeping for them to.
+func awaitAttempts(t testing.TB, c redis.UniversalClient, n int64) {
+	t.Helper()
+	from := scriptCalls(t, c)
+	eventually(t, 10*time.Second, func() bool { return scriptCalls(t, c) >= from+n },
+		"want %d more attempts on the node", n)
+}
+
 // TestWriterNotStarvedByReaders: 8 readers that overlap without a gap
 // (each holds 40ms and takes the key again at once) keep a TryLock
 // writer out, but a Lock writer gets in once the readers that hold the
@@ -169,7 +200,7 @@ func overlappingReaders(t *testing.T, rl *redlock.Client, k string, n int, hold 
 // does. Before the writer's mark, the Lock writer waited for a chance
 // gap between the readers.
 func TestWriterNotStarvedByReaders(t *testing.T) {
-	_, rl := threeNodes(t)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
 	took := overlappingReaders(t, rl, k, 8, 40*time.Millisecond)
@@ -189,7 +220,7 @@ func TestWriterNotStarvedByReaders(t *testing.T) {
 	during := took.Load()
 	_, err := rl.TryRLock(ctx, k, time.Second)
 	require.ErrorIs(t, err, redlock.ErrContended, "want a reader refused while the writer holds the key")
-	time.Sleep(100 * time.Millisecond) // the readers keep trying meanwhile
+	awaitAttempts(t, clients[0], 3) // the readers keep trying meanwhile
 	require.Equal(t, during, took.Load(), "a reader took the key while the writer held it")
 	require.NoError(t, w.Unlock(ctx))
 	eventually(t, 10*time.Second, func() bool { return took.Load() > during+8 },
@@ -1605,7 +1636,7 @@ func TestWriterMarkPrefixedAutoExtendedReaders(t *testing.T) {
 // each waiting for 6 readers that overlap without a gap: each gets in,
 // its fence is above the last, and no reader holds the key meanwhile.
 func TestWriterMarkFencedWritersInOrder(t *testing.T) {
-	_, rl := threeNodes(t)
+	clients, rl := threeNodes(t)
 	ctx := context.Background()
 	k := key(t)
 	took := overlappingReaders(t, rl, k, 6, 30*time.Millisecond)
@@ -1620,7 +1651,7 @@ func TestWriterMarkFencedWritersInOrder(t *testing.T) {
 		during := took.Load()
 		_, err = rl.TryRLock(ctx, k, time.Second)
 		require.ErrorIs(t, err, redlock.ErrContended)
-		time.Sleep(30 * time.Millisecond) // the readers keep trying meanwhile
+		awaitAttempts(t, clients[0], 2) // the readers keep trying meanwhile
 		require.Equal(t, during, took.Load(), "writer %d: a reader got in while the fenced writer holds the key", i)
 		require.NoError(t, w.Unlock(ctx))
 		eventually(t, 5*time.Second, func() bool { return took.Load() > during+3 }, "writer %d: readers back", i)
@@ -1674,7 +1705,7 @@ func TestWriterNotStarvedWithSilentNode(t *testing.T) {
 	took := overlappingReaders(t, rl, k, 8, 40*time.Millisecond)
 	w, _ := lockPastReaders(t, rl, k, took, "with one node silent")
 	during := took.Load()
-	time.Sleep(100 * time.Millisecond) // the readers keep trying meanwhile
+	awaitAttempts(t, clients[0], 3) // the readers keep trying meanwhile
 	require.Equal(t, during, took.Load(), "a reader took the key while the writer held it")
 	require.NoError(t, w.Unlock(ctx))
 	eventually(t, 10*time.Second, func() bool { return took.Load() > during+8 }, "want the readers back")
@@ -1800,7 +1831,7 @@ func TestReadWriteReleasesSpareEachOther(t *testing.T) {
 	_, err := rl.TryLock(ctx, k, time.Second)
 	require.ErrorIs(t, err, redlock.ErrNotObtained, "writer while readers hold")
 	// r2 expires; r1 still holds; the writer still must not win.
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(400 * time.Millisecond) // past r2's 300ms TTL: its expiry is the subject
 	_, err = rl.TryLock(ctx, k, time.Second)
 	require.ErrorIs(t, err, redlock.ErrNotObtained, "writer while r1 holds after r2 expired")
 	// r2's Extend after expiry must fail.
@@ -1831,7 +1862,7 @@ func TestReadWriteReleasesSpareEachOther(t *testing.T) {
 	// delete the marker.
 	w2, err := rl.TryLock(ctx, k, 200*time.Millisecond)
 	require.NoError(t, err)
-	time.Sleep(250 * time.Millisecond)
+	time.Sleep(250 * time.Millisecond) // past w2's 200ms TTL: it is lost
 	r3, err := rl.TryRLock(ctx, k, 5*time.Second)
 	require.NoError(t, err)
 	_ = w2.Unlock(ctx)

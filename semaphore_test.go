@@ -111,7 +111,7 @@ func TestSemaphoreLimitChangeAndExpiredPermit(t *testing.T) {
 	_, err = rl.TryAcquire(ctx, k, 3, time.Second)
 	require.Error(t, err, "another limit while permits are live")
 	t.Logf("limit mismatch: %v", err)
-	time.Sleep(350 * time.Millisecond)
+	time.Sleep(350 * time.Millisecond) // past the permits' 300ms TTL: their expiry is the subject
 	require.Error(t, p1.Extend(ctx, time.Second), "permit extend after expiry")
 	p3, err := rl.TryAcquire(ctx, k, 3, time.Second)
 	require.NoError(t, err, "another limit once the permits expired")
@@ -135,7 +135,7 @@ func TestSemaphoreLimitChangeAndExpiredPermit(t *testing.T) {
 					maxHeld = held
 				}
 				mu.Unlock()
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // the permit holder's work
 				mu.Lock()
 				held--
 				mu.Unlock()

@@ -750,7 +750,7 @@ func TestDoReleasesOnPanicAndGoexit(t *testing.T) {
 	for i := 0; i < 30; i++ {
 		cctx, cancel := context.WithCancel(ctx)
 		go func() {
-			time.Sleep(time.Duration(i) * 300 * time.Microsecond)
+			time.Sleep(time.Duration(i) * 300 * time.Microsecond) // an instant of Do, not synchronization
 			cancel()
 		}()
 		_ = rl.Do(cctx, k, time.Second, func(c context.Context) error {
