@@ -5,6 +5,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seed543a70bd/redlock/internal/node"
+	"github.com/seed543a70bd/redlock/internal/wire"
 )
 
 // Hand-on: within one Client, the Unlock of a key lock gives the key to
@@ -148,7 +151,17 @@ func (l *Lock) handOn(b *baton, give func(*Lock)) (qe *QuorumError, ok bool, rd 
 	if err != nil {
 		return nil, false, nil
 	}
-	nl, out, err := l.c.acquire(context.WithoutCancel(b.ctx), l.keys, b.ttl, token, b.cfg, nil, 0, l.token)
+	defer func() {
+		if p := recover(); p != nil {
+			// An observer of b's panicked, maybe after the round won:
+			// neither token may stay on the nodes with nobody to release
+			// it. The panic goes on unchanged.
+			l.c.dropToken(l.keys, token, b.ttl)
+			l.c.dropToken(l.keys, l.token, max(l.ttl, l.maxTTL))
+			panic(p)
+		}
+	}()
+	nl, out, err := l.c.acquire(context.WithoutCancel(b.ctx), l.keys, b.ttl, token, b.cfg, nil, 0, l)
 	if err != nil || nl == nil {
 		return nil, false, out.rd
 	}
@@ -181,6 +194,39 @@ func (rd *round) heldWith(rel *round) bool {
 		}
 	}
 	return n >= rd.need
+}
+
+// dropToken releases token from keys on every node, announced, and with
+// no observer: the clean-up of a hand-on that a panic cut short.
+func (c *Client) dropToken(keys []string, token string, ttl time.Duration) {
+	quiet := c.cfg
+	quiet.obs, quiet.log = nil, nil
+	l := &Lock{c: c, keys: keys, token: token, ttl: ttl, maxTTL: ttl, cfg: &quiet}
+	runRound(context.Background(), c, opRelease, l, ttl)
+}
+
+// releasePrev releases on node i the token of the lock that handed the
+// key on (rd, its hand-on, did not take the key from it there, or may
+// not have): that lock's Unlock releases nothing itself, so without this
+// its key could stay on the node for its TTL. uncertain: the hand-on
+// failed there, and may still land. On its own goroutine, which Close
+// waits for: Report may not block.
+func (rd *round) releasePrev(i int, uncertain bool) {
+	c, nd := rd.c, rd.c.nodes[i]
+	req := &request{w: wire.Request{Op: opRelease, Token: rd.req.w.Prev, TTL: rd.req.prevTTL}, keys: rd.req.keys, prefix: rd.req.prefix}
+	c.flights.Add(1)
+	go func() {
+		defer c.flights.Done()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(rd.parent), max(rd.timeout, releaseTimeout))
+		defer cancel()
+		r := exec(ctx, c, nd, req)
+		switch {
+		case r.St == wire.StatusFailed:
+			retryRelease(c, nd, req, rd.req.prevTTL, r.Err, 0)
+		case uncertain && r.St != wire.StatusOK:
+			retryRelease(c, nd, req, rd.req.prevTTL, nil, node.RetryRecheck)
+		}
+	}()
 }
 
 // handTally counts, in a hand-on's round, the nodes where the key held

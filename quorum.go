@@ -351,6 +351,10 @@ func (rd *round) Report(i int, r wire.Reply) {
 		// released.
 		defer rd.undoHeal(i, st == statusFailed)
 	}
+	if rd.hand != nil && (st != statusOK || r.Free) {
+		// The hand-on did not take the key from its holder here.
+		defer rd.releasePrev(i, st == statusFailed && !r.Unsent && !r.Refused)
+	}
 	rd.mu.Lock()
 	rd.left--
 	if rd.hand != nil {

@@ -224,14 +224,13 @@ func (c *Client) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 // tryLock is one attempt on validated keys; fam is nil for a key lock.
 // intent is request.intent: positive for Lock's attempts on key locks.
 func (c *Client) tryLock(ctx context.Context, keys []string, ttl time.Duration, token string, cfg *config, fam *family, intent time.Duration) (*Lock, error) {
-	l, _, err := c.acquire(ctx, keys, ttl, token, cfg, fam, intent, "")
+	l, _, err := c.acquire(ctx, keys, ttl, token, cfg, fam, intent, nil)
 	return l, err
 }
 
 // acquire is tryLock, also returning the round's outcome when it ran;
-// prev, when set, is the token of the holder handing the key on
-// (handon.go).
-func (c *Client) acquire(ctx context.Context, keys []string, ttl time.Duration, token string, cfg *config, fam *family, intent time.Duration, prev string) (*Lock, outcome, error) {
+// from, when set, is the lock whose Unlock hands the key on (handon.go).
+func (c *Client) acquire(ctx context.Context, keys []string, ttl time.Duration, token string, cfg *config, fam *family, intent time.Duration, from *Lock) (*Lock, outcome, error) {
 	var none outcome
 	if err := c.check(ctx, ttl, cfg); err != nil {
 		return nil, none, err
@@ -248,7 +247,9 @@ func (c *Client) acquire(ctx context.Context, keys []string, ttl time.Duration, 
 		return nil, none, ErrClosed
 	}
 	req := roundReq(c, opAcquire, l, ttl)
-	req.w.Prev = prev
+	if from != nil {
+		req.w.Prev, req.prevTTL = from.token, max(from.ttl, from.maxTTL)
+	}
 	out := runReq(ctx, c, req, cfg)
 	if p := c.dupErr.Load(); p != nil {
 		// Found during this round: refuse even a win, which may have

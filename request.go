@@ -51,6 +51,9 @@ type request struct {
 	// userToken: the token was given with WithToken, and may be reused
 	// by a later lock: its failed releases are not retried.
 	userToken bool
+	// prevTTL: a hand-on's (w.Prev), the longest TTL the handing lock set,
+	// which bounds the retries of its releases (round.releasePrev).
+	prevTTL time.Duration
 }
 
 // prepare builds req's wire form for n nodes (wire.Request.Prepare):
