@@ -375,3 +375,62 @@ func TestHandOnNodePausedOrRestarted(t *testing.T) {
 	requireIdle(t, 5*time.Second, cs...)
 	requireNothingLeft(t, clients, k, 15*time.Second)
 }
+
+// TestHandOnBudgetKeepsOtherClientsServed: a Client whose 8 goroutines
+// take and release the key without pause hands it on only as many times
+// as its line was long when it won: a single call of another Client
+// waiting for the key is served before the busy Client's holders number
+// a few rounds of its line.
+func TestHandOnBudgetKeepsOtherClientsServed(t *testing.T) {
+	_, clients := cluster(t, 3)
+	busy := newClient(t, clients, handOnTimeout)
+	other := newClient(t, clients, handOnTimeout)
+	k := key(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var busyWins atomic.Int64
+	var sec section
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				l, err := busy.Lock(ctx, k, qLease)
+				if err != nil {
+					t.Errorf("busy Lock: %v", err)
+					return
+				}
+				leave := sec.enter()
+				busyWins.Add(1)
+				leave()
+				if err := l.Unlock(ctx); err != nil {
+					t.Errorf("busy Unlock: %v", err)
+					return
+				}
+			}
+		})
+	}
+	eventually(t, 10*time.Second, func() bool { return busyWins.Load() > 20 }, "the busy Client running")
+	worst := int64(0)
+	for range 5 {
+		before := busyWins.Load()
+		l, err := other.Lock(ctx, k, qLease)
+		require.NoError(t, err)
+		leave := sec.enter()
+		worst = max(worst, busyWins.Load()-before)
+		leave()
+		require.NoError(t, l.Unlock(ctx))
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("the busy Client's wins while the other waited: at most %d", worst)
+	require.EqualValues(t, 1, sec.most.Load(), "holders at once")
+	require.LessOrEqual(t, worst, int64(3*8), "the other Client waited behind more than 3 rounds of the busy Client's line")
+	requireIdle(t, 5*time.Second, busy, other)
+	requireNothingLeft(t, clients, k, 10*time.Second)
+}
