@@ -120,6 +120,11 @@ func TestHandOnWaiterOptions(t *testing.T) {
 	require.LessOrEqual(t, l.Validity(), ttl, "validity beyond the waiter's TTL")
 	require.Greater(t, l.Validity(), ttl/2, "validity not that of a fresh lease of the waiter's TTL")
 	require.False(t, deadlineOf(l).After(end.Add(ttl)), "validity counted from after the hand-on's round: deadline %v, Unlock's return+ttl %v", deadlineOf(l), end.Add(ttl))
+	// The round returns at a quorum: the last node's answer may land later.
+	for j, nc := range clients {
+		eventually(t, 5*time.Second, func() bool { return strings.Contains(get(t, nc, k), l.Token()) },
+			"node %d: want the waiter's token, got %q", j+1, get(t, nc, k))
+	}
 	for j, nc := range clients {
 		v := get(t, nc, k)
 		require.True(t, strings.HasPrefix(v, l.Token()) || strings.Contains(v, l.Token()), "node %d: want the waiter's token, got %q", j+1, v)
