@@ -440,3 +440,76 @@ func TestHandOnBudgetKeepsOtherClientsServed(t *testing.T) {
 	requireIdle(t, 5*time.Second, busy, other)
 	requireNothingLeft(t, clients, k, 10*time.Second)
 }
+
+// TestHandOnStalledNodesBounds: two nodes of three stopped (SIGSTOP)
+// while an Unlock hands the key on: the waiting call, whose ctx ends
+// meanwhile, returns within a few node timeouts of its deadline; the
+// Unlock within 2 x max(node timeout, 250ms) (a hand-on round, then a
+// release); and once the nodes run again nothing is left.
+func TestHandOnStalledNodesBounds(t *testing.T) {
+	const nt = 400 * time.Millisecond
+	nodes, clients := cluster(t, 3)
+	c := newClient(t, clients, redlock.WithNodeTimeout(nt))
+	k := key(t)
+	ctx := context.Background()
+	first, err := c.Lock(ctx, k, qLease)
+	require.NoError(t, err)
+	second := make(chan lockResult, 1)
+	go func() {
+		l, err := c.Lock(ctx, k, qLease)
+		second <- lockResult{l, err}
+	}()
+	awaitLine(t, c, k, 1)
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	third := make(chan lockResult, 1)
+	var thirdEnd atomic.Int64
+	go func() {
+		l, err := c.Lock(wctx, k, qLease)
+		thirdEnd.Store(time.Now().UnixNano())
+		third <- lockResult{l, err}
+	}()
+	awaitLine(t, c, k, 2)
+	require.NoError(t, first.Unlock(ctx))
+	r := awaitResult(t, second, 30*time.Second, "second call")
+	require.NoError(t, r.err)
+	awaitLine(t, c, k, 1)
+	for _, n := range nodes[:2] {
+		require.NoError(t, n.Pause())
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			for _, n := range nodes[:2] {
+				_ = n.Resume()
+			}
+		}
+	}
+	defer resume()
+	unlocked := make(chan time.Duration, 1)
+	go func() {
+		t0 := time.Now()
+		_ = r.l.Unlock(ctx)
+		unlocked <- time.Since(t0)
+	}()
+	time.Sleep(50 * time.Millisecond) // let the hand-on round be in flight
+	cancelAt := time.Now()
+	wcancel()
+	tr := awaitResult(t, third, 10*time.Second, "the waiting call after its ctx ended")
+	back := time.Unix(0, thirdEnd.Load()).Sub(cancelAt)
+	require.Error(t, tr.err, "a lock won with two nodes of three stopped")
+	require.ErrorIs(t, tr.err, context.Canceled)
+	require.LessOrEqual(t, back, 3*nt, "Lock's return after its ctx ended")
+	var ud time.Duration
+	select {
+	case ud = <-unlocked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Unlock did not return")
+	}
+	t.Logf("Lock returned %v after its ctx ended, Unlock took %v", back, ud)
+	require.LessOrEqual(t, ud, 2*max(nt, 250*time.Millisecond)+100*time.Millisecond, "Unlock duration")
+	resume()
+	requireIdle(t, 5*time.Second, c)
+	requireNothingLeft(t, clients, k, 15*time.Second)
+}
