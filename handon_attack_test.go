@@ -323,10 +323,17 @@ func TestHandOnRandomizedExclusive(t *testing.T) {
 // empty while one Client's calls hand the key on: never two holders,
 // and nothing left once the node is back and every call returned.
 func TestHandOnNodePausedOrRestarted(t *testing.T) {
+	// Without hand-off (no queue, no hand-on): the baseline to tell a
+	// hand-on leak from one of the release path.
+	t.Run("handon", func(t *testing.T) { handOnNodeFaults(t) })
+	t.Run("nohandoff", func(t *testing.T) { handOnNodeFaults(t, redlock.WithHandoff(false)) })
+}
+
+func handOnNodeFaults(t *testing.T, opts ...redlock.Option) {
 	rng := rand.New(rand.NewPCG(testSeed(t), 17))
 	nodes, clients := cluster(t, 3)
 	k := key(t)
-	cs := []*redlock.Client{newClient(t, clients), newClient(t, clients)}
+	cs := []*redlock.Client{newClient(t, clients, opts...), newClient(t, clients, opts...)}
 	var sec section
 	var won atomic.Int64
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
