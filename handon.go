@@ -127,10 +127,12 @@ func (ls *lines) withdraw(ln *line, b *baton) {
 }
 
 // handsOn reports whether l is a lock that its Unlock may hand on: a key
-// lock of one key with a wait queue, won by a call of its Client.
+// lock of one key with a wait queue, won by a call of its Client, under a
+// token of its own (one given with WithToken may be reused by a later
+// lock, which the releases that follow a hand-on would then delete).
 func (l *Lock) handsOn() bool {
 	return l.fam == nil && len(l.keys) == 1 && !l.acquired.IsZero() &&
-		queued(l.c, l.keys, l.cfg, nil)
+		l.cfg.token == "" && queued(l.c, l.keys, l.cfg, nil)
 }
 
 // handOn acquires l's key for the waiting call b in one round that may
@@ -238,8 +240,8 @@ type handTally struct {
 	decided     chan struct{}
 }
 
-// count records node i's reply r (status st) to the hand-on. rd.mu must
-// be held.
+// countHand records node i's reply (status st) to the hand-on. rd.mu
+// must be held.
 func (rd *round) countHand(i int, st string, free bool, err error, lat time.Duration) {
 	t := rd.hand
 	switch {

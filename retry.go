@@ -43,16 +43,19 @@ func lockLoop(ctx context.Context, c *Client, keys []string, ttl time.Duration, 
 	}
 	queued := queued(c, keys, cfg, fam)
 	// The front of a line in the key's queue may be handed the key by an
-	// Unlock of this Client (handon.go): b is its request for that.
+	// Unlock of this Client (handon.go): b is its request for that, made
+	// once the call has met contention (it waited in its line, or an
+	// attempt found the key held), so that an uncontended Lock spends
+	// nothing on it.
 	var b *baton
-	if queued {
+	defer func() {
+		if b != nil {
+			c.lines.withdraw(ln, b)
+		}
+	}()
+	if queued && waited {
 		b = newBaton(ctx, ttl, cfg)
 		c.lines.offer(ln, b)
-		defer func() {
-			if b != nil {
-				c.lines.withdraw(ln, b)
-			}
-		}()
 	}
 	w := ln.w // pub/sub hand-off, joined once the key is found held
 	if w != nil && w.queued.Load() != queued {
@@ -82,14 +85,12 @@ func lockLoop(ctx context.Context, c *Client, keys []string, ttl time.Duration, 
 		if w != nil {
 			wake = w.wake
 		}
-		var got chan *Lock
 		if b != nil {
-			got = b.got
 			if b.taken.Load() {
 				// An Unlock is handing the key to this call: an attempt
 				// now would find it held.
 				select {
-				case nl := <-got:
+				case nl := <-b.got:
 					if l, done := handedOn(c, ln, &b, nl, ctx, ttl, cfg); done {
 						return l, nil
 					}
@@ -137,6 +138,10 @@ func lockLoop(ctx context.Context, c *Client, keys []string, ttl time.Duration, 
 				return nil, err
 			}
 			contended := errors.Is(err, ErrContended)
+			if contended && queued && b == nil {
+				b = newBaton(ctx, ttl, cfg)
+				c.lines.offer(ln, b)
+			}
 			if w == nil && !cfg.noHandoff && contended {
 				on := keys // the keys whose releases wake us
 				if fam != nil {
@@ -224,6 +229,10 @@ func lockLoop(ctx context.Context, c *Client, keys []string, ttl time.Duration, 
 			timer = time.NewTimer(d)
 		} else {
 			timer.Reset(d)
+		}
+		var got chan *Lock // b's, when it was made by now
+		if b != nil {
+			got = b.got
 		}
 		select {
 		case <-timer.C:

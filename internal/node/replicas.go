@@ -175,6 +175,11 @@ func (e *shortError) Unwrap() error { return ErrNotReplicated }
 // connection it came through unusable: any failure but too few
 // replicas, which the leader's own connection survives (see leaderConn).
 func connBroken(rep wire.Reply) bool {
+	// The status first: errors.As's target escapes, and a reply that did
+	// not fail must cost no allocation (every reply is asked).
+	if rep.St != wire.StatusFailed {
+		return false
+	}
 	var se *shortError
-	return rep.St == wire.StatusFailed && !errors.As(rep.Err, &se)
+	return !errors.As(rep.Err, &se)
 }
