@@ -762,7 +762,10 @@ func TestHandOnStalledNodesBounds(t *testing.T) {
 		_ = r.l.Unlock(ctx)
 		unlocked <- time.Since(t0)
 	}()
-	time.Sleep(50 * time.Millisecond) // let the hand-on round be in flight
+	// The Unlock took the waiting call's request: its hand-on round is
+	// in flight, held up by the stopped nodes.
+	eventually(t, 10*time.Second, func() bool { _, asks := redlock.LineForTest(c, k); return !asks },
+		"the Unlock did not take the waiting call's request")
 	cancelAt := time.Now()
 	wcancel()
 	tr := awaitResult(t, third, 10*time.Second, "the waiting call after its ctx ended")
