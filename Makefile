@@ -83,8 +83,7 @@ vet:
 	@set -e; for m in $(MODULES) bench; do (cd $$m && $(GO) vet ./...); done
 
 $(STATICCHECK):
-	GOBIN=$(CURDIR)/bin/.staticcheck $(GO) install $(STATICCHECK_PKG)
-	mv $(CURDIR)/bin/.staticcheck/staticcheck $@ && rmdir $(CURDIR)/bin/.staticcheck
+	GO='$(GO)' bash .ci/install-staticcheck.sh $@ $(STATICCHECK_PKG)
 staticcheck: $(STATICCHECK)
 	@STATICCHECK='$(STATICCHECK)' bash .ci/staticcheck.sh $(MODULES) bench
 

@@ -138,8 +138,7 @@ bgs=$!
 			# Built here rather than before the tests: cold, its build
 			# is a minute of CPU, which nice 19 gives to the tests.
 			echo "== [${SECONDS}s] go install $STATICCHECK_PKG (in the background)"
-			gobin=$(dirname "$STATICCHECK")/.staticcheck
-			GOBIN=$gobin $GO install "$STATICCHECK_PKG" && mv "$gobin/staticcheck" "$STATICCHECK" && rmdir "$gobin" || exit 1
+			GO=$GO bash .ci/install-staticcheck.sh "$STATICCHECK" "$STATICCHECK_PKG" || exit 1
 		fi
 		echo "== [${SECONDS}s] staticcheck $CHECKED (in the background)"
 		# shellcheck disable=SC2086
