@@ -705,7 +705,11 @@ func TestHandOnBudgetKeepsOtherClientsServed(t *testing.T) {
 	wg.Wait()
 	t.Logf("the busy Client's wins while the other waited: at most %d", worst)
 	require.EqualValues(t, 1, sec.most.Load(), "holders at once")
-	require.LessOrEqual(t, worst, int64(3*8), "the other Client waited behind more than 3 rounds of the busy Client's line")
+	// Two rounds of the busy line when all goes on time (its front may
+	// be ahead in the queue); on a loaded machine a named waiter that
+	// is late for its name (namedFor) is passed over, a round each time.
+	// Without the budget the other Client waits for ever: thousands.
+	require.LessOrEqual(t, worst, int64(10*8), "the other Client waited behind more than 10 rounds of the busy Client's line")
 	requireIdle(t, 5*time.Second, busy, other)
 	requireNothingLeft(t, clients, k, 10*time.Second)
 }
