@@ -105,6 +105,11 @@ func TestHandOnServesLineInOneRoundEach(t *testing.T) {
 			eventually(t, 10*time.Second, func() bool { return get(t, nc, k) == l.Token() },
 				"holder %d not on node %d", i+2, j+1)
 		}
+		if i < n-1 {
+			// The next call took the front as this one returned: its
+			// request to be handed the key is made on its goroutine.
+			awaitLine(t, c, k, n-1-i)
+		}
 		require.NoError(t, l.Unlock(ctx), "holder %d: Unlock", i+2)
 	}
 	require.Equal(t, 2, rc.get("unlock"), "release rounds: the first holder's and the last's")
