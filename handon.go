@@ -177,25 +177,32 @@ func (l *Lock) handOn(b *baton, give func(*Lock)) (qe *QuorumError, ok bool, rd 
 // rel that followed it, a quorum of nodes held the unlocking holder's
 // token: the one where the hand-on took it from that holder (it is then
 // released as the lost round's grant), the other where it was released.
-func (rd *round) heldWith(rel *round) bool {
+// unknown: short of that, nodes that answered neither round (failed or
+// pending in both) could make up the quorum, as failed nodes can for a
+// release alone (ErrUnreachable).
+func (rd *round) heldWith(rel *round) (held, unknown bool) {
 	if rd == nil || rel == nil || rd.hand == nil {
-		return false
+		return false, false
 	}
 	rd.mu.Lock()
-	held := make([]bool, len(rd.res))
+	st := make([]string, len(rd.res))
 	for i, r := range rd.hand.nodes {
-		held[i] = r.Status == statusOK
+		st[i] = r.Status
 	}
 	rd.mu.Unlock()
 	rel.mu.Lock()
 	defer rel.mu.Unlock()
-	n := 0
-	for i := range held {
-		if held[i] || rel.res[i].Status == statusOK {
+	n, u := 0, 0
+	for i := range st {
+		r := rel.res[i].Status
+		switch {
+		case st[i] == statusOK || r == statusOK:
 			n++
+		case (st[i] == statusFailed || st[i] == statusPending) && (r == statusFailed || r == statusPending):
+			u++
 		}
 	}
-	return n >= rd.need
+	return n >= rd.need, n+u >= rd.need
 }
 
 // dropToken releases token from keys on every node, announced, and with

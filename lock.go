@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -385,8 +386,15 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		}
 	}
 	out := runRound(ctx, l.c, opRelease, l, ttl)
-	if !out.won && lost.heldWith(out.rd) {
-		out.won, out.err = true, nil
+	if !out.won && lost != nil {
+		switch held, unknown := lost.heldWith(out.rd); {
+		case held:
+			out.won, out.err = true, nil
+		case unknown && out.err != nil && !errors.Is(out.err, ErrUnreachable):
+			e := *out.err
+			e.reasons = append(append([]error(nil), e.reasons...), ErrUnreachable)
+			out.err = &e
+		}
 	}
 	if first {
 		l.observeUnlock(ctx, out)
