@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed543a70bd/redlock"
@@ -127,47 +126,31 @@ func TestHandOnOfLostLockReportsNotHeld(t *testing.T) {
 	k := key(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	first, err := c.Lock(ctx, k, qLease)
-	require.NoError(t, err)
-	got := make(chan *redlock.Lock, 2)
-	for i := range 2 {
-		go func() {
-			l, err := c.Lock(ctx, k, qLease)
-			if !assert.NoError(t, err) {
-				got <- nil
-				return
-			}
-			got <- l
-		}()
-		awaitLine(t, c, k, i+1)
-	}
-	require.NoError(t, first.Unlock(ctx))
-	second := <-got
-	require.NotNil(t, second)
-	awaitLine(t, c, k, 1)
+	second, third := handOnSetup(t, c, k, qLease)
 	for _, nc := range clients[:2] {
 		require.NoError(t, nc.Del(ctx, k).Err()) // lost on two nodes of three
 	}
-	err = second.Unlock(ctx)
+	err := second.Unlock(ctx)
 	require.ErrorIs(t, err, redlock.ErrNotHeld)
 	var qe *redlock.QuorumError
 	require.ErrorAs(t, err, &qe)
 	require.Equal(t, "unlock", qe.Op)
-	third := <-got
-	require.NotNil(t, third, "the waiting call was not handed the key")
+	r := awaitResult(t, third, 30*time.Second, "the waiting call")
+	require.NoError(t, r.err, "the waiting call was not handed the key")
+	handed := r.l
 	// Handed the key, or, as the key was free on two nodes, won it by its
 	// own attempt (the head of the queue attempts on its retry delay):
 	// either way on a quorum, under its own token.
 	eventually(t, 10*time.Second, func() bool {
 		n := 0
 		for _, nc := range clients {
-			if get(t, nc, k) == third.Token() {
+			if get(t, nc, k) == handed.Token() {
 				n++
 			}
 		}
 		return n >= 2
 	}, "the waiting call's lock is not on a quorum")
-	require.NoError(t, third.Unlock(ctx))
+	require.NoError(t, handed.Unlock(ctx))
 	requireNothingLeft(t, clients, k, 10*time.Second)
 }
 
@@ -181,24 +164,7 @@ func TestHandOnFallsBackToRelease(t *testing.T) {
 	k := key(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	first, err := c.Lock(ctx, k, qLease)
-	require.NoError(t, err)
-	got := make(chan *redlock.Lock, 2)
-	for i := range 2 {
-		go func() {
-			l, err := c.Lock(ctx, k, qLease)
-			if !assert.NoError(t, err) {
-				got <- nil
-				return
-			}
-			got <- l
-		}()
-		awaitLine(t, c, k, i+1)
-	}
-	require.NoError(t, first.Unlock(ctx))
-	second := <-got
-	require.NotNil(t, second)
-	awaitLine(t, c, k, 1)
+	second, third := handOnSetup(t, c, k, qLease)
 	for _, nc := range clients[:2] {
 		require.NoError(t, nc.Set(ctx, k, "another-owner", time.Minute).Err())
 	}
@@ -206,21 +172,16 @@ func TestHandOnFallsBackToRelease(t *testing.T) {
 	eventually(t, 10*time.Second, func() bool { return get(t, clients[2], k) == "" },
 		"the unlocking holder's key was not released on node 3")
 	select {
-	case l := <-got:
-		t.Fatalf("a call was given the key while another owner holds it: %v", l)
+	case r := <-third:
+		t.Fatalf("a call was given the key while another owner holds it: %v, %v", r.l, r.err)
 	default:
 	}
 	for _, nc := range clients[:2] {
 		require.NoError(t, nc.Del(ctx, k).Err())
 	}
-	var third *redlock.Lock
-	select {
-	case third = <-got:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the waiting call was not served once the key was free")
-	}
-	require.NotNil(t, third)
-	require.NoError(t, third.Unlock(ctx))
+	r := awaitResult(t, third, 30*time.Second, "the waiting call once the key was free")
+	require.NoError(t, r.err)
+	require.NoError(t, r.l.Unlock(ctx))
 	requireNothingLeft(t, clients, k, 10*time.Second)
 }
 
