@@ -93,6 +93,26 @@ func holdForeign(t testing.TB, c redis.UniversalClient, key string, ttl time.Dur
 	require.NoError(t, c.Set(context.Background(), key, foreignToken, ttl).Err())
 }
 
+// spoilUntilLost runs spoil, then again every pause until l's Done
+// closes, and fails t when it is still open after within. An
+// auto-extension that comes between two nodes' deletions heals the nodes
+// already deleted while a quorum still holds the key, so one pass may
+// leave the lock held; a pass that no extension interrupts loses it.
+func spoilUntilLost(t testing.TB, l *redlock.Lock, pause, within time.Duration, spoil func()) {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		spoil()
+		select {
+		case <-l.Done():
+			return
+		case <-time.After(pause):
+		case <-deadline:
+			t.Fatalf("lock %s: Done still open %v after its keys were spoiled", l.Key(), within)
+		}
+	}
+}
+
 // get returns key's value on c, or "" when absent.
 func get(t testing.TB, c redis.UniversalClient, key string) string {
 	t.Helper()

@@ -63,14 +63,11 @@ func TestResignAfterLossSaysNotHeld(t *testing.T) {
 	name := key(t)
 	lead, err := rl.Election(name).Campaign(ctx, "v", 400*time.Millisecond)
 	require.NoError(t, err)
-	for _, c := range clients {
-		require.NoError(t, c.Del(ctx, redlock.KeyName("election", name)).Err())
-	}
-	select {
-	case <-lead.Lock().Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("want Done closed once the leadership's key is gone")
-	}
+	spoilUntilLost(t, lead.Lock(), 200*time.Millisecond, 10*time.Second, func() {
+		for _, c := range clients {
+			require.NoError(t, c.Del(ctx, redlock.KeyName("election", name)).Err())
+		}
+	})
 	require.ErrorIs(t, lead.Lock().Err(), redlock.ErrLockLost)
 	require.LessOrEqual(t, lead.Lock().Validity(), time.Duration(0))
 	require.ErrorIs(t, lead.Resign(ctx), redlock.ErrNotHeld)

@@ -332,29 +332,44 @@ func TestManyLocksMajorityPaused(t *testing.T) {
 func TestBatchPerLockOutcome(t *testing.T) {
 	clients, rl := threeNodes(t)
 	ctx := context.Background()
-	ttl := 600 * time.Millisecond
+	// Long enough that a loaded machine's stalls lose none of the others:
+	// their loss is not the subject.
+	ttl := 2 * time.Second
+	stalls := watchStalls(t)
 	locks, _ := takeMany(t, rl, key(t), 30, 8, ttl, true)
 	gone, typed := locks[3], locks[17]
+	// The replacement is one transaction per node: between a DEL and the
+	// ZADD an extension would heal the missing key as a string.
 	for _, c := range clients {
-		require.NoError(t, c.Del(ctx, gone.Key()).Err())
-		require.NoError(t, c.Del(ctx, typed.Key()).Err())
-		require.NoError(t, c.ZAdd(ctx, typed.Key(), redis.Z{Score: 1, Member: "x"}).Err())
+		_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Del(ctx, typed.Key())
+			p.ZAdd(ctx, typed.Key(), redis.Z{Score: 1, Member: "x"})
+			return nil
+		})
+		require.NoError(t, err)
+	}
+	spoilUntilLost(t, gone, ttl/2, 5*ttl, func() {
+		for _, c := range clients {
+			require.NoError(t, c.Del(ctx, gone.Key()).Err())
+		}
+	})
+	select {
+	case <-typed.Done():
+	case <-time.After(5 * ttl):
+		t.Fatalf("lock %s: Done still open", typed.Key())
 	}
 	for _, l := range []*redlock.Lock{gone, typed} {
-		select {
-		case <-l.Done():
-		case <-time.After(5 * ttl):
-			t.Fatalf("lock %s: Done still open", l.Key())
-		}
 		require.ErrorIs(t, l.Err(), redlock.ErrLockLost, l.Key())
 	}
-	time.Sleep(2 * ttl) // the others keep being extended: nothing to await
-	for _, l := range locks {
-		if l == gone || l == typed {
-			continue
+	time.Sleep(ttl) // the others keep being extended: nothing to await
+	if stalls.Survivable(t, ttl, testNodeTimeout, lossMargin(ttl, testNodeTimeout)) {
+		for _, l := range locks {
+			if l == gone || l == typed {
+				continue
+			}
+			require.NoError(t, l.Err(), l.Key())
+			require.GreaterOrEqual(t, l.Extensions(), 2, l.Key())
 		}
-		require.NoError(t, l.Err(), l.Key())
-		require.GreaterOrEqual(t, l.Extensions(), 2, l.Key())
 	}
 	unlockAll(locks, 8)
 	for _, c := range clients {

@@ -395,12 +395,7 @@ func TestAutoExtendLostEndsValidity(t *testing.T) {
 			l, err := tc.lock(newClient(t, clients), key(t))
 			require.NoError(t, err)
 			require.NoError(t, l.AutoExtend(ctx))
-			tc.spoil(t, clients, l)
-			select {
-			case <-l.Done():
-			case <-time.After(10 * ttl):
-				t.Fatalf("Done did not close within %v of the lock's loss", 10*ttl)
-			}
+			spoilUntilLost(t, l, ttl, 10*ttl, func() { tc.spoil(t, clients, l) })
 			requireLostNow(t, l, tc.cause)
 		})
 	}
