@@ -20,3 +20,6 @@ func killGroup(pid int) error {
 
 func stopGroup(int) error { return errors.ErrUnsupported }
 func contGroup(int) error { return errors.ErrUnsupported }
+
+// reservePort does nothing here: see proc_unix.go.
+func reservePort(int) (release func()) { return func() {} }

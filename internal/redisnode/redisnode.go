@@ -57,6 +57,9 @@ type Node struct {
 	log    *tail
 	paused bool
 	closed bool
+	// unreserve ends the reservation of port (reservePort) that Kill
+	// makes, until Restart or Close; nil when there is none.
+	unreserve func()
 }
 
 // errPortBusy marks a start that failed because the port was already bound.
@@ -221,11 +224,27 @@ func (n *Node) Running() bool {
 }
 
 // Kill sends SIGKILL to the process (group) and reaps it. It is idempotent and
-// works on paused processes.
+// works on paused processes. Until Restart or Close, the port stays
+// reserved (reservePort): connections to it are refused, and no other
+// node started meanwhile, by this process or another, is given it.
 func (n *Node) Kill() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.killLocked()
+	if err := n.killLocked(); err != nil {
+		return err
+	}
+	if n.unreserve == nil && !n.closed {
+		n.unreserve = reservePort(n.port)
+	}
+	return nil
+}
+
+// releaseLocked ends the port's reservation, if any.
+func (n *Node) releaseLocked() {
+	if n.unreserve != nil {
+		n.unreserve()
+		n.unreserve = nil
+	}
 }
 
 // Pause stops the process with SIGSTOP: connections stay open but nothing is answered.
@@ -245,6 +264,7 @@ func (n *Node) Restart() error {
 	if err := n.killLocked(); err != nil {
 		return err
 	}
+	n.releaseLocked()
 	return n.startRetrying(rebindWait)
 }
 
@@ -258,6 +278,7 @@ func (n *Node) Close() error {
 	}
 	n.closed = true
 	err := n.killLocked()
+	n.releaseLocked()
 	if n.ownDir {
 		err = errors.Join(err, os.RemoveAll(n.dir))
 	}

@@ -111,6 +111,48 @@ func TestKillPaused(t *testing.T) {
 	require.Equal(t, "+PONG", reply)
 }
 
+// TestKilledPortStaysDead: a killed node's address refuses connections,
+// and the ports that new listeners are given (freePort's way) are never
+// it, until Restart takes the port back; Close ends the reservation and
+// leaves no descriptor behind.
+func TestKilledPortStaysDead(t *testing.T) {
+	fds := func() int {
+		es, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			return -1 // not Linux: nothing to count
+		}
+		return len(es)
+	}
+	_, err := freePort() // the poller's descriptors, made at first use
+	require.NoError(t, err)
+	before := fds()
+	n, err := Start(Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = n.Close() })
+	port := n.Port()
+	require.NoError(t, n.Kill())
+	require.NoError(t, n.Kill(), "a second Kill")
+	_, err = net.DialTimeout("tcp", n.Addr(), time.Second)
+	require.ErrorIs(t, err, syscall.ECONNREFUSED)
+	for range 2000 {
+		p, err := freePort()
+		require.NoError(t, err)
+		require.NotEqual(t, port, p, "a new node would be given the killed node's port")
+	}
+	require.NoError(t, n.Restart())
+	require.Equal(t, port, n.Port())
+	reply, err := ping(n.Addr())
+	require.NoError(t, err)
+	require.Equal(t, "+PONG", reply)
+	require.NoError(t, n.Kill())
+	require.NoError(t, n.Close())
+	_, err = net.DialTimeout("tcp", n.Addr(), time.Second)
+	require.Error(t, err)
+	if before >= 0 {
+		require.Equal(t, before, fds(), "descriptors left after Close")
+	}
+}
+
 func TestRestartLosesDataWithoutAOF(t *testing.T) {
 	n := start(t, Options{})
 	port, pid := n.Port(), n.PID()
