@@ -170,7 +170,9 @@ func TestPathHandoff(t *testing.T) {
 // disturbs; a design that scanned all held locks would be 25 or more
 // times slower, and the bound is 4x (see below).
 func TestPathCostIndependentOfHeld(t *testing.T) {
-	clients, rl := threeNodes(t)
+	// A per-node timeout no load reaches: the test is about the scripts'
+	// cost, and a TryLock that a stall times out would fail it.
+	clients, rl := threeNodes(t, redlock.WithNodeTimeout(10*time.Second))
 	ctx := context.Background()
 	root := key(t)
 	measure := func() float64 {

@@ -184,14 +184,16 @@ func TestWaitEndedByDeadlineSaysUnreachable(t *testing.T) {
 }
 
 // pauseThenCancel pauses a node once the first acquire round is
-// decided, and cancels once the next round has node 3's answer: that
-// round then waits for the paused node when ctx ends.
+// decided, and cancels once a round that started after the pause has
+// node 3's answer: that round then waits for the paused node when ctx
+// ends. A late answer of node 3 to the first round (decided by the two
+// refusals before it came) does not count: cancelling then would leave
+// the next round to end at its own timeout, with the paused node failed.
 type pauseThenCancel struct {
-	mu     sync.Mutex
-	paused bool
-	third  int // acquire replies of node 3
-	pause  func()
-	cancel func()
+	mu       sync.Mutex
+	pausedAt time.Time
+	pause    func()
+	cancel   func()
 }
 
 func (p *pauseThenCancel) ObserveLock(redlock.Event) {}
@@ -199,19 +201,19 @@ func (p *pauseThenCancel) ObserveLock(redlock.Event) {}
 func (p *pauseThenCancel) ObserveRound(e redlock.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if e.Op == "lock" && !p.paused {
-		p.paused = true
+	if e.Op == "lock" && p.pausedAt.IsZero() {
 		p.pause()
+		p.pausedAt = time.Now()
 	}
 }
 
 func (p *pauseThenCancel) ObserveNode(e redlock.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if e.Op == "lock" && e.Node == 2 {
-		if p.third++; p.third == 2 {
-			p.cancel()
-		}
+	// The round's start is before its request, so before the reply less
+	// its latency.
+	if e.Op == "lock" && e.Node == 2 && !p.pausedAt.IsZero() && time.Now().Add(-e.Latency).After(p.pausedAt) {
+		p.cancel()
 	}
 }
 
