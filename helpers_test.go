@@ -538,12 +538,26 @@ func benchHeldKey(b *testing.B) (*redlock.Client, []string) {
 // refusals counts the lock rounds refused because the key was held:
 // given to a Client (WithObserver(r.observe)), it lets a test await a
 // waiter's refusal (awaitWaiting) instead of sleeping for it.
-type refusals struct{ n atomic.Int64 }
+type refusals struct {
+	n    atomic.Int64
+	mu   sync.Mutex
+	last time.Time // the last refused round's decision
+}
 
 func (r *refusals) observe(e redlock.Event) {
 	if e.Kind == "round" && e.Op == "lock" && e.Reason == "contended" {
+		r.mu.Lock()
+		r.last = e.Start.Add(e.Duration)
+		r.mu.Unlock()
 		r.n.Add(1)
 	}
+}
+
+// lastAt returns when the last refused round was decided.
+func (r *refusals) lastAt() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last
 }
 
 // awaitWaiting waits (10s at most) until r has counted n refused lock
