@@ -541,23 +541,28 @@ func benchHeldKey(b *testing.B) (*redlock.Client, []string) {
 type refusals struct {
 	n    atomic.Int64
 	mu   sync.Mutex
-	last time.Time // the last refused round's decision
+	last time.Time     // the last refused round's decision
+	gap  time.Duration // from the decision before it to its start
 }
 
 func (r *refusals) observe(e redlock.Event) {
 	if e.Kind == "round" && e.Op == "lock" && e.Reason == "contended" {
 		r.mu.Lock()
+		if !r.last.IsZero() {
+			r.gap = e.Start.Sub(r.last)
+		}
 		r.last = e.Start.Add(e.Duration)
 		r.mu.Unlock()
 		r.n.Add(1)
 	}
 }
 
-// lastAt returns when the last refused round was decided.
-func (r *refusals) lastAt() time.Time {
+// lastAt returns when the last refused round was decided, and how long
+// before its start the one before it was.
+func (r *refusals) lastAt() (time.Time, time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.last
+	return r.last, r.gap
 }
 
 // awaitWaiting waits (10s at most) until r has counted n refused lock

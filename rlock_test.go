@@ -1800,13 +1800,20 @@ func TestWriterMarkAfterGiveUp(t *testing.T) {
 	_, err = rl.TryRLock(ctx, k, time.Second)
 	require.ErrorIs(t, err, redlock.ErrContended, "new readers refused, nobody waiting to write")
 
-	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer rcancel()
 	before := refused.n.Load()
 	reader := acquireAsync(func() (*redlock.Lock, error) {
 		return rl.RLock(rctx, k, time.Second, redlock.WithRetryDelay(2*time.Second))
 	})
 	refused.awaitWaiting(t, clients, before+1) // refused, it waits
+	// Each node's confirmation of the waiter's subscription wakes it for
+	// an attempt at once (a release may have gone unseen), and the test
+	// sees the subscriptions on the nodes before the Client has read
+	// every confirmation. Wait for an attempt its retry timer made (1s
+	// or more after the refusal before it): the confirmations are read.
+	eventually(t, 15*time.Second, func() bool { _, gap := refused.lastAt(); return gap >= 900*time.Millisecond },
+		"want the waiting reader's attempts on its retry timer")
 	freed := time.Now()
 	require.NoError(t, r1.Unlock(ctx))
 	requireRWGone(t, clients, k, time.Second) // the key is free on every node
@@ -1817,7 +1824,8 @@ func TestWriterMarkAfterGiveUp(t *testing.T) {
 	// jittered) from its last refusal: the release did not wake it. (A
 	// stalled test that frees the key over a second after that refusal
 	// cannot tell the two apart, and passes.)
-	require.GreaterOrEqual(t, res.at.Sub(refused.lastAt()), time.Second,
+	last, _ := refused.lastAt()
+	require.GreaterOrEqual(t, res.at.Sub(last), time.Second,
 		"want the reader's attempt a retry delay after its refusal, not at the release")
 	require.NoError(t, res.l.Unlock(ctx))
 }
