@@ -73,6 +73,8 @@ func TestRunLockLost(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The group is the supervisor's, which the shell is in.
+			pgid := pgidOf(t, pid)
 			killedAt := time.Now()
 			for _, n := range nodes[:2] {
 				if err := n.Kill(); err != nil {
@@ -99,8 +101,8 @@ func TestRunLockLost(t *testing.T) {
 				t.Errorf("want the TERM trap run = %v, got %v", tc.term, got)
 			}
 			// Nothing of the command's process group is left running.
-			eventually(t, 2*time.Second, func() bool { return len(liveInGroup(t, pid)) == 0 },
-				"want the command's process group gone, got processes %v", liveInGroup(t, pid))
+			eventually(t, 5*time.Second, func() bool { return len(liveInGroup(t, pgid)) == 0 },
+				"want the command's process group gone, got processes %v", liveInGroup(t, pgid))
 		})
 	}
 }
@@ -160,10 +162,7 @@ func TestCommandEndedWhenContextEnds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pgid, err := syscall.Getpgid(pid)
-			if err != nil {
-				t.Fatal(err)
-			}
+			pgid := pgidOf(t, pid)
 			if len(liveInGroup(t, pgid)) == 0 {
 				t.Fatalf("want the command running in process group %d, found none", pgid)
 			}
