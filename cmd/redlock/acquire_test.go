@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,5 +71,51 @@ func TestRunWaitBoundsTheWholeWait(t *testing.T) {
 				t.Errorf("want the attempts to go on for at least half of --wait %v, returned after %v", wait, el)
 			}
 		})
+	}
+}
+
+// medianRun runs the built binary n times with args and returns the
+// median wall time; each run must exit with want.
+func medianRun(t *testing.T, n, want int, args ...string) time.Duration {
+	t.Helper()
+	times := make([]time.Duration, n)
+	for i := range times {
+		cmd := exec.Command(redlockBin(t), args...)
+		out := startProc(t, cmd)
+		start := time.Now()
+		code := waitProc(t, cmd, out)
+		times[i] = time.Since(start)
+		if code != want {
+			t.Fatalf("run %d: want exit %d, got %d; output:\n%s", i, want, code, out)
+		}
+	}
+	slices.Sort(times)
+	return times[n/2]
+}
+
+// A run adds no fixed delay: `run -- true` on a free lock, and `--wait 0`
+// on a held one, take a few lock rounds, not a sleep. The bound is
+// generous (a loaded machine, the race detector's build): it catches a
+// fixed delay of hundreds of milliseconds coming back, not a slow round.
+// Before, every run slept 400ms (two per-node timeouts) before exiting.
+func TestRunPerRunTime(t *testing.T) {
+	_, clients, urls := cluster(t, 3)
+	key := testKey(t)
+	redlockBin(t)
+	const bound = time.Second
+	if d := medianRun(t, 5, exitOK, "run", "--nodes", urls, "--key", key, "--", "true"); d > bound {
+		t.Errorf("free lock: want a median run under %v, got %v", bound, d)
+	}
+	c, err := redlock.New(clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.TryLock(context.Background(), key, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Unlock(context.Background()) }()
+	if d := medianRun(t, 5, exitNotObtained, "run", "--nodes", urls, "--key", key, "--wait", "0", "--", "true"); d > bound {
+		t.Errorf("held lock, --wait 0: want a median run under %v, got %v", bound, d)
 	}
 }

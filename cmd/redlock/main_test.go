@@ -234,3 +234,60 @@ func verifyNoLeaks(wait time.Duration) int {
 		time.Sleep(100 * time.Millisecond) // polling: goroutines ending is not an event to await
 	}
 }
+
+func TestHelpAndVersion(t *testing.T) {
+	r := cli(t, nil, "help")
+	if r.code != exitOK {
+		t.Fatalf("help: want exit 0, got %d", r.code)
+	}
+	for _, w := range []string{"run", "elect", "status", "redlock-lab", "Exit codes:", "64", "70", "75", envNodes, "rediss://"} {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("help: want %q in the output, got:\n%s", w, r.stdout)
+		}
+	}
+	for _, cmd := range []string{"run", "status"} {
+		r := cli(t, nil, "help", cmd)
+		if r.code != exitOK || !strings.Contains(r.stdout, "Usage: redlock "+cmd) || !strings.Contains(r.stdout, "--key") {
+			t.Errorf("help %s: want exit 0 and the command's usage with its flags, got %d:\n%s", cmd, r.code, r.stdout)
+		}
+	}
+	r = cli(t, nil, "run", "-h")
+	if r.code != exitOK || !strings.Contains(r.stdout, "--grace duration") {
+		t.Errorf("run -h: want exit 0 and the flags, got %d:\n%s", r.code, r.stdout)
+	}
+	r = cli(t, nil, "version")
+	if r.code != exitOK || !strings.HasPrefix(r.stdout, "redlock ") {
+		t.Errorf("version: want exit 0 and a version, got %d: %q", r.code, r.stdout)
+	}
+}
+
+// Every command answers -h, --help and `redlock help CMD` alike: exit 0
+// and its own usage on stdout, as help that was asked for (`redlock run
+// --help | less`), with nothing on stderr; never what the command does.
+func TestEveryCommandHelp(t *testing.T) {
+	for _, cmd := range []string{"run", "elect", "status", "version"} {
+		for _, args := range [][]string{{cmd, "-h"}, {cmd, "--help"}, {cmd, "-help"}, {"help", cmd}} {
+			r := cli(t, nil, args...)
+			if r.code != exitOK || !strings.HasPrefix(r.stdout, "Usage: redlock "+cmd) || r.stderr != "" {
+				t.Errorf("redlock %s: want exit 0 and the usage of %s on stdout alone, got %d:\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), cmd, r.code, r.stdout, r.stderr)
+			}
+			if strings.Contains(r.stdout+r.stderr, version()) {
+				t.Errorf("redlock %s: want the usage, got the version:\n%s%s", strings.Join(args, " "), r.stdout, r.stderr)
+			}
+		}
+	}
+	// help asked about itself prints the general help, once.
+	for _, args := range [][]string{{"help", "help"}, {"help", "--help"}, {"help", "-h"}, {"--help"}, {"-h"}} {
+		r := cli(t, nil, args...)
+		if r.code != exitOK || !strings.HasPrefix(r.stdout, "Usage: redlock <command>") || strings.Count(r.stdout, "Usage:") != 1 {
+			t.Errorf("redlock %s: want exit 0 and the general help, got %d:\n%s%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+		}
+	}
+	// version takes no argument; --version is the version.
+	if r := cli(t, nil, "version", "extra"); r.code != exitUsage || !strings.Contains(r.stderr, `redlock version: unexpected argument "extra"`) {
+		t.Errorf("version extra: want exit %d and the argument named, got %d: %s", exitUsage, r.code, r.stderr)
+	}
+	if r := cli(t, nil, "--version"); r.code != exitOK || r.stdout != version()+"\n" {
+		t.Errorf("--version: want exit 0 and %q, got %d: %q", version(), r.code, r.stdout)
+	}
+}

@@ -18,39 +18,6 @@ import (
 	"github.com/seed543a70bd/redlock"
 )
 
-// A real command runs under the lock, sees REDLOCK_KEY, and its exit code
-// passes through; the lock is released afterwards. Nodes come from
-// REDLOCK_NODES.
-func TestRunExitCodePassesThrough(t *testing.T) {
-	_, clients, urls := cluster(t, 3)
-	key := testKey(t)
-	env := map[string]string{envNodes: urls}
-	for _, code := range []int{0, 7} {
-		script := `test "$REDLOCK_KEY" = "` + key + `" || exit 99; echo ran; exit ` + strconv.Itoa(code)
-		r := cli(t, env, "run", "--key", key, "--ttl", "2s", "--", "sh", "-c", script)
-		if r.code != code {
-			t.Fatalf("want exit %d, got %d; stderr:\n%s", code, r.code, r.stderr)
-		}
-		if r.stdout != "ran\n" {
-			t.Errorf("want the command's output, got %q", r.stdout)
-		}
-		released(t, clients, key, len(clients))
-	}
-	r := cli(t, env, "run", "--foreground", "--key", key, "--", "sh", "-c", "exit 3")
-	if r.code != 3 {
-		t.Errorf("--foreground: want exit 3, got %d; stderr:\n%s", r.code, r.stderr)
-	}
-	r = cli(t, env, "run", "--key", key, "--", "sh", "-c", "kill -TERM $$")
-	if want := exitSignal + int(syscall.SIGTERM); r.code != want {
-		t.Errorf("command killed by SIGTERM: want exit %d, got %d", want, r.code)
-	}
-	r = cli(t, env, "run", "--key", key, "--", "no-such-command-for-redlock")
-	if r.code != exitNotFound || !strings.Contains(r.stderr, "no-such-command-for-redlock") {
-		t.Errorf("missing command: want exit %d naming it, got %d:\n%s", exitNotFound, r.code, r.stderr)
-	}
-	released(t, clients, key, len(clients))
-}
-
 // A lock held by someone else is not obtained within --wait: exit 75.
 func TestRunNotObtained(t *testing.T) {
 	_, clients, urls := cluster(t, 3)
@@ -200,62 +167,6 @@ func TestRunSurvivesNodeKill(t *testing.T) {
 		t.Fatalf("want the command's exit code 4, got %d; stderr:\n%s", r.code, r.stderr)
 	}
 	released(t, live, key, len(live))
-}
-
-// A lock lost because a majority of nodes died terminates the command:
-// SIGTERM to its process group, then SIGKILL after --grace; exit 70.
-func TestRunLockLost(t *testing.T) {
-	cases := []struct {
-		name   string
-		script string // $1: marker file written once running; $2: file for the TERM trap
-		grace  string
-		term   bool // the command sees SIGTERM and exits by itself
-	}{
-		{"command exits on SIGTERM", `trap 'echo term >"$2"; exit 3' TERM; echo $$ >"$1"; while :; do sleep 0.05; done`, "10s", true},
-		{"command ignores SIGTERM", `trap '' TERM; echo $$ >"$1"; while :; do sleep 0.05; done`, "300ms", false},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			nodes, _, urls := cluster(t, 3)
-			key := testKey(t)
-			dir := t.TempDir()
-			started, termed := filepath.Join(dir, "started"), filepath.Join(dir, "term")
-			res := cliAsync(t, nil, "run", "--nodes", urls, "--key", key, "--ttl", "1s", "--grace", tc.grace,
-				"--", "sh", "-c", tc.script, "sh", started, termed)
-			pid, err := strconv.Atoi(strings.TrimSpace(waitFile(t, started, 10*time.Second)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			killedAt := time.Now()
-			for _, n := range nodes[:2] {
-				if err := n.Kill(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			r := await(t, res, 15*time.Second)
-			if r.code != exitLockLost {
-				t.Fatalf("want exit %d (lock lost), got %d; stderr:\n%s", exitLockLost, r.code, r.stderr)
-			}
-			if !strings.Contains(r.stderr, "lost") {
-				t.Errorf("want stderr to say the lock was lost, got:\n%s", r.stderr)
-			}
-			// What is done about it is a line of its own, not glued to
-			// the last node's line of the reason.
-			if !strings.Contains("\n"+r.stderr, "\nredlock run: sending SIGTERM to the command, SIGKILL in "+tc.grace+"\n") || strings.Contains(r.stderr, "; sending") {
-				t.Errorf("want \"redlock run: sending SIGTERM ...\" on a line of its own, got:\n%s", r.stderr)
-			}
-			if el := time.Since(killedAt); el > 10*time.Second {
-				t.Errorf("want the command ended within the TTL plus grace, took %v", el)
-			}
-			_, err = os.Stat(termed)
-			if got := err == nil; got != tc.term {
-				t.Errorf("want the TERM trap run = %v, got %v", tc.term, got)
-			}
-			// Nothing of the command's process group is left running.
-			eventually(t, 2*time.Second, func() bool { return len(liveInGroup(t, pid)) == 0 },
-				"want the command's process group gone, got processes %v", liveInGroup(t, pid))
-		})
-	}
 }
 
 // SIGINT and SIGTERM sent to redlock reach the command, whose exit code
@@ -429,29 +340,6 @@ func connections(t *testing.T, c redis.UniversalClient) int {
 	return strings.Count(list, "\n")
 }
 
-// --multi needs every node: with one of three down it cannot lock, where
-// the quorum default can.
-func TestRunMulti(t *testing.T) {
-	nodes, clients, urls := cluster(t, 3)
-	key := testKey(t)
-	r := cli(t, nil, "run", "--multi", "--nodes", urls, "--key", key, "--wait", "0", "--", "sh", "-c", "exit 6")
-	if r.code != 6 {
-		t.Fatalf("every node up: want the command's exit 6, got %d; stderr:\n%s", r.code, r.stderr)
-	}
-	released(t, clients, key, 3)
-	if err := nodes[2].Kill(); err != nil {
-		t.Fatal(err)
-	}
-	r = cli(t, nil, "run", "--multi", "--nodes", urls, "--key", key, "--wait", "0", "--", "true")
-	if r.code != exitNotObtained {
-		t.Fatalf("a node down: want exit %d, got %d; stderr:\n%s", exitNotObtained, r.code, r.stderr)
-	}
-	r = cli(t, nil, "run", "--nodes", urls, "--key", key, "--wait", "0", "--", "true")
-	if r.code != exitOK {
-		t.Fatalf("a node down, quorum: want exit 0, got %d; stderr:\n%s", r.code, r.stderr)
-	}
-}
-
 // --fence passes an increasing fencing token in REDLOCK_FENCE, and status
 // shows the counter.
 func TestRunFence(t *testing.T) {
@@ -510,5 +398,102 @@ func TestRunSameServerTwiceNamesBothURLs(t *testing.T) {
 	want := fmt.Sprintf(`redlock run: node 3 %q is node 1 %q again (the same server, run_id `, alias, "redis://"+nodes[0].Addr())
 	if !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "): each node must be a distinct Redis master") {
 		t.Errorf("want stderr containing %q, got:\n%s", want, r.stderr)
+	}
+}
+
+// Flock-style flags: -w is --wait, -E (--conflict-exit-code) chooses the
+// code of a conflict, -v prints the token as status shows it, and no
+// fence without --fence.
+func TestRunFlockStyleFlags(t *testing.T) {
+	_, clients, urls := cluster(t, 3)
+	key := testKey(t)
+	r := cli(t, nil, "run", "-v", "--nodes", urls, "--key", key, "--", "true")
+	if r.code != exitOK {
+		t.Fatalf("-v: want exit 0, got %d; stderr:\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "with token ") || strings.Contains(r.stderr, "fence") {
+		t.Errorf("-v: want the token and no fence, got:\n%s", r.stderr)
+	}
+	r = cli(t, nil, "run", "-v", "--fence", "--nodes", urls, "--key", key, "--", "true")
+	if !strings.Contains(r.stderr, ", fence ") || strings.Contains(r.stderr, "fence 0") {
+		t.Errorf("-v --fence: want a positive fence, got:\n%s", r.stderr)
+	}
+
+	c, err := redlock.New(clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.TryLock(context.Background(), key, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Unlock(context.Background()) }()
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"-w", "0"}, exitNotObtained},
+		{[]string{"-w", "100ms", "-E", "3"}, 3},
+		{[]string{"--wait=0", "--conflict-exit-code", "0"}, 0},
+	} {
+		args := append(append([]string{"run", "--nodes", urls, "--key", key}, tc.args...), "--", "sh", "-c", "echo ran")
+		r := cli(t, nil, args...)
+		if r.code != tc.want || r.stdout != "" {
+			t.Errorf("%v: want exit %d and no command run, got %d, %q; stderr:\n%s", tc.args, tc.want, r.code, r.stdout, r.stderr)
+		}
+	}
+	r = cli(t, nil, "status", "--nodes", urls, "--key", key)
+	if !strings.Contains(r.stdout, holderID(l.Token())) {
+		t.Errorf("status: want the holder's token prefix, got:\n%s", r.stdout)
+	}
+}
+
+// --key-prefix and REDLOCK_KEY_PREFIX put the lock where an application
+// with that prefix keeps it; --restart-guard and REDLOCK_RESTART_GUARD
+// refuse the votes of nodes that just started.
+func TestRunKeyPrefixAndRestartGuard(t *testing.T) {
+	_, clients, urls := cluster(t, 3)
+	key := testKey(t)
+	c, err := redlock.New(clients, redlock.WithKeyPrefix("app1:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.TryLock(context.Background(), key, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Unlock(context.Background()) }()
+
+	nodes := map[string]string{envNodes: urls}
+	if r := cli(t, nodes, "run", "--key", key, "-w", "0", "--", "true"); r.code != exitOK {
+		t.Errorf("no prefix: want exit 0 (another key), got %d; stderr:\n%s", r.code, r.stderr)
+	}
+	if r := cli(t, nodes, "run", "--key-prefix", "app1:", "--key", key, "-w", "0", "--", "true"); r.code != exitNotObtained {
+		t.Errorf("--key-prefix: want exit %d (held under the prefix), got %d; stderr:\n%s", exitNotObtained, r.code, r.stderr)
+	} else if !strings.Contains(r.stderr, holderID(l.Token())+" holds 3 of 3") {
+		t.Errorf("--key-prefix: want the holder named, got:\n%s", r.stderr)
+	}
+	env := map[string]string{envNodes: urls, envKeyPrefix: "app1:"}
+	if r := cli(t, env, "run", "--key", key, "-w", "0", "--", "true"); r.code != exitNotObtained {
+		t.Errorf("%s: want exit %d, got %d; stderr:\n%s", envKeyPrefix, exitNotObtained, r.code, r.stderr)
+	}
+	if r := cli(t, env, "status", "--key", key); !strings.Contains(r.stdout, "held by "+holderID(l.Token())) {
+		t.Errorf("status with %s: want the holder, got:\n%s", envKeyPrefix, r.stdout)
+	}
+
+	// The nodes started seconds ago: a guard of an hour refuses them all.
+	key2 := testKey(t)
+	for _, env := range []map[string]string{nodes, {envNodes: urls, envRestartGuard: "1h"}} {
+		args := []string{"run", "--key", key2, "-w", "0", "--", "true"}
+		if env[envRestartGuard] == "" {
+			args = append([]string{"run", "--restart-guard", "1h"}, args[1:]...)
+		}
+		r := cli(t, env, args...)
+		if r.code != exitNotObtained || !strings.Contains(r.stderr, "restarted") {
+			t.Errorf("%v %v: want exit %d, nodes refused as restarted, got %d; stderr:\n%s", env, args, exitNotObtained, r.code, r.stderr)
+		}
+	}
+	if r := cli(t, map[string]string{envNodes: urls, envRestartGuard: "soon"}, "run", "--key", key2, "--", "true"); r.code != exitUsage || !strings.Contains(r.stderr, envRestartGuard) {
+		t.Errorf("bad %s: want exit %d naming it, got %d; stderr:\n%s", envRestartGuard, exitUsage, r.code, r.stderr)
 	}
 }

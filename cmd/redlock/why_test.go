@@ -63,3 +63,24 @@ func TestRunNotObtainedLinesAgreeWithHolders(t *testing.T) {
 		t.Errorf("want the round's outcome for node 3, got:\n%s", got)
 	}
 }
+
+// A timed-out wait says why: nodes unreachable, when too few answer.
+func TestRunNotObtainedUnreachable(t *testing.T) {
+	nodes, _, urls := cluster(t, 3)
+	key := testKey(t)
+	for _, n := range nodes[:2] {
+		if err := n.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := cli(t, nil, "run", "--nodes", urls, "--key", key, "-w", "300ms", "--", "true")
+	if r.code != exitNotObtained {
+		t.Fatalf("want exit %d, got %d; stderr:\n%s", exitNotObtained, r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "nodes unreachable") || !strings.Contains(r.stderr, "node 1 (redis://"+nodes[0].Addr()+"): failed") {
+		t.Errorf("want the reason (nodes unreachable) and node 1 named by URL, got:\n%s", r.stderr)
+	}
+	if strings.Contains(r.stderr, "node 0") || strings.Contains(r.stderr, "redlock: ") {
+		t.Errorf("want 1-based nodes and no library prefix, got:\n%s", r.stderr)
+	}
+}

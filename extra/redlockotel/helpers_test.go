@@ -19,6 +19,14 @@ import (
 	"github.com/seed543a70bd/redlock/redlocktest"
 )
 
+// Metric attributes that the tests look for.
+var (
+	opLock   = attribute.String("redlock.op", "lock")
+	opUnlock = attribute.String("redlock.op", "unlock")
+	won      = attribute.String("redlock.reason", "won")
+	busy     = attribute.String("redlock.reason", "contended")
+)
+
 // harness is a Client over real nodes whose Observer records into an
 // in-memory span recorder and a manual metric reader.
 type harness struct {

@@ -3,108 +3,18 @@ package redlockotel_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seed543a70bd/redlock"
 	"github.com/seed543a70bd/redlock/extra/redlockotel"
 )
-
-var (
-	opLock   = attribute.String("redlock.op", "lock")
-	opUnlock = attribute.String("redlock.op", "unlock")
-	won      = attribute.String("redlock.reason", "won")
-	busy     = attribute.String("redlock.reason", "contended")
-)
-
-// checkChild fails unless s is a child of parent, in its trace.
-func checkChild(t *testing.T, s sdktrace.ReadOnlySpan, parent sdktrace.ReadOnlySpan) {
-	t.Helper()
-	if got, want := s.Parent().SpanID(), parent.SpanContext().SpanID(); got != want {
-		t.Errorf("%s parent: want %v, got %v", s.Name(), want, got)
-	}
-	if got, want := s.SpanContext().TraceID(), parent.SpanContext().TraceID(); got != want {
-		t.Errorf("%s trace: want %v, got %v", s.Name(), want, got)
-	}
-}
-
-func TestTryLockUnlockSpans(t *testing.T) {
-	h := newHarness(t, 3)
-	k := key(t)
-	ctx, parent := h.tracer.Start(context.Background(), "job")
-
-	before := time.Now()
-	l, err := h.locker.TryLock(ctx, k, 10*time.Second)
-	if err != nil {
-		t.Fatalf("TryLock: want no error, got %v", err)
-	}
-	after := time.Now()
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatalf("Unlock: want no error, got %v", err)
-	}
-	parent.End()
-	job := h.ended("job")[0]
-
-	locks := h.ended("redlock.lock")
-	if len(locks) != 1 {
-		t.Fatalf("redlock.lock spans: want 1, got %d", len(locks))
-	}
-	s := locks[0]
-	checkChild(t, s, job)
-	if s.StartTime().Before(before) || s.EndTime().After(after) || s.EndTime().Before(s.StartTime()) {
-		t.Errorf("span times: want within [%v, %v], got [%v, %v]", before, after, s.StartTime(), s.EndTime())
-	}
-	if v, _ := attr(s, "redlock.reason"); v.AsString() != "won" {
-		t.Errorf("redlock.reason: want won, got %q", v.AsString())
-	}
-	if v, _ := attr(s, "redlock.won"); !v.AsBool() {
-		t.Errorf("redlock.won: want true, got false")
-	}
-	if v, _ := attr(s, "redlock.keys"); len(v.AsStringSlice()) != 1 || v.AsStringSlice()[0] != k {
-		t.Errorf("redlock.keys: want [%s], got %v", k, v.AsStringSlice())
-	}
-	if v, _ := attr(s, "redlock.nodes.ok"); v.AsInt64() < 2 {
-		t.Errorf("redlock.nodes.ok: want at least 2 (the quorum), got %d", v.AsInt64())
-	}
-	if s.Status().Code != codes.Unset {
-		t.Errorf("status: want Unset, got %v", s.Status())
-	}
-	nodes := events(s, "redlock.node")
-	if len(nodes) != 3 {
-		t.Fatalf("redlock.node events: want 3, got %d", len(nodes))
-	}
-	ok := 0
-	for i, e := range nodes {
-		if v, _ := eventAttr(e, "redlock.node.index"); v.AsInt64() != int64(i) {
-			t.Errorf("event %d: redlock.node.index: want %d, got %d", i, i, v.AsInt64())
-		}
-		if v, _ := eventAttr(e, "redlock.node.address"); v.AsString() == "" {
-			t.Errorf("event %d: redlock.node.address: want an address, got none", i)
-		}
-		if v, _ := eventAttr(e, "redlock.node.status"); v.AsString() == "ok" {
-			ok++
-		}
-		if e.Time.Before(s.StartTime()) || e.Time.After(s.EndTime()) {
-			t.Errorf("event %d: want its time within the span, got %v", i, e.Time)
-		}
-	}
-	if ok < 2 {
-		t.Errorf("nodes with status ok: want at least 2, got %d", ok)
-	}
-
-	unlocks := h.ended("redlock.unlock")
-	if len(unlocks) != 1 {
-		t.Fatalf("redlock.unlock spans: want 1, got %d", len(unlocks))
-	}
-	checkChild(t, unlocks[0], job)
-	if len(events(job, "redlock.lock.released")) != 1 {
-		t.Errorf("redlock.lock.released events on the caller's span: want 1, got %d", len(events(job, "redlock.lock.released")))
-	}
-}
 
 func TestContendedSpanAndMetrics(t *testing.T) {
 	h := newHarness(t, 3)
@@ -196,44 +106,6 @@ func TestContendedSpanAndMetrics(t *testing.T) {
 	}
 }
 
-func TestUnreachableIsAnException(t *testing.T) {
-	h := newHarness(t, 3)
-	for _, nd := range h.nodes[1:] {
-		if err := nd.Kill(); err != nil {
-			t.Fatalf("Kill: want no error, got %v", err)
-		}
-	}
-	_, err := h.locker.TryLock(context.Background(), key(t), 10*time.Second)
-	if !errors.Is(err, redlock.ErrUnreachable) {
-		t.Fatalf("TryLock: want ErrUnreachable, got %v", err)
-	}
-	s := h.ended("redlock.lock")[0]
-	if v, _ := attr(s, "redlock.reason"); v.AsString() != "unreachable" {
-		t.Errorf("redlock.reason: want unreachable, got %q", v.AsString())
-	}
-	if s.Status().Code != codes.Error {
-		t.Errorf("status: want Error, got %v", s.Status())
-	}
-	if n := len(events(s, "exception")); n != 1 {
-		t.Errorf("exception events: want 1, got %d", n)
-	}
-	failed := 0
-	for _, e := range events(s, "redlock.node") {
-		if v, _ := eventAttr(e, "redlock.node.status"); v.AsString() == "failed" {
-			failed++
-			if v, _ := eventAttr(e, "redlock.node.error"); v.AsString() == "" {
-				t.Errorf("a failed node's event: want redlock.node.error, got none")
-			}
-		}
-	}
-	if failed != 2 {
-		t.Errorf("failed nodes in the span: want 2, got %d", failed)
-	}
-	if got := sum(t, h.metrics(t), "redlock.node.errors", opLock); got != 2 {
-		t.Errorf("redlock.node.errors{op=lock}: want 2, got %d", got)
-	}
-}
-
 func TestLostLock(t *testing.T) {
 	h := newHarness(t, 3)
 	ctx, parent := h.tracer.Start(context.Background(), "job")
@@ -263,30 +135,6 @@ func TestLostLock(t *testing.T) {
 	}
 }
 
-// TestFailedFenceUndoesHeld feeds events by hand: a fenced acquire whose
-// second round fails is undone by the library without a LockEvent.
-func TestFailedFenceUndoesHeld(t *testing.T) {
-	h := newObserver(t)
-	ctx := context.Background()
-	start := time.Now()
-	h.obs.Observe(redlock.Event{Kind: "round", Ctx: ctx, Op: "lock", Keys: []string{"k"}, Reason: "won", Start: start, Duration: time.Millisecond})
-	fail := errors.New("fence: unreachable")
-	h.obs.Observe(redlock.Event{Kind: "round", Ctx: ctx, Op: "fence", Keys: []string{"k"}, Reason: "unreachable", Start: start.Add(time.Millisecond), Duration: time.Millisecond, Err: fail})
-	if got := sum(t, h.metrics(t), "redlock.locks.held"); got != 0 {
-		t.Errorf("redlock.locks.held: want 0, got %d", got)
-	}
-	fences := h.ended("redlock.fence")
-	if len(fences) != 1 {
-		t.Fatalf("redlock.fence spans: want 1, got %d", len(fences))
-	}
-	if n := len(events(fences[0], "exception")); n != 1 {
-		t.Errorf("exception events of an unreachable round: want 1, got %d", n)
-	}
-	if got := fences[0].EndTime().Sub(fences[0].StartTime()); got != time.Millisecond {
-		t.Errorf("fence span length: want 1ms, got %v", got)
-	}
-}
-
 // TestZeroValues: nil contexts, empty events, the zero Observer and a
 // nil *Observer do not panic.
 func TestZeroValues(t *testing.T) {
@@ -305,4 +153,101 @@ func TestZeroValues(t *testing.T) {
 	nilObs.Observe(redlock.Event{Kind: "round", Op: "lock"})
 	nilObs.Observe(redlock.Event{Kind: "node"})
 	nilObs.Observe(redlock.Event{Kind: "lock"})
+}
+
+// TestConcurrentLocks runs many goroutines locking a few keys, half under
+// a parent span and half without one, some cancelled before they start,
+// and checks that spans and metrics add up: one span per round, in the
+// caller's trace or a root, and locks.held back to 0.
+func TestConcurrentLocks(t *testing.T) {
+	// A long node timeout: the race detector on a loaded machine must
+	// not turn contention into ErrUnreachable.
+	h := newHarness(t, 3, redlock.WithNodeTimeout(time.Second))
+	const workers, iters = 16, 15
+	keys := []string{key(t), key(t), key(t)}
+
+	var (
+		mu      sync.Mutex
+		parents = map[trace.TraceID]bool{} // traces of the callers' spans
+		tries   int
+		wins    int
+	)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range iters {
+				ctx := context.Background()
+				var parent trace.Span
+				if w%2 == 0 {
+					ctx, parent = h.tracer.Start(ctx, fmt.Sprintf("worker %d/%d", w, i))
+					mu.Lock()
+					parents[parent.SpanContext().TraceID()] = true
+					mu.Unlock()
+				}
+				if w%4 == 1 && i%3 == 0 {
+					c, cancel := context.WithCancel(ctx)
+					cancel() // a cancelled round of no duration
+					ctx = c
+				}
+				l, err := h.locker.TryLock(ctx, keys[(w+i)%len(keys)], 5*time.Second)
+				mu.Lock()
+				tries++
+				if err == nil {
+					wins++
+				}
+				mu.Unlock()
+				switch {
+				case err == nil:
+					if err := l.Unlock(context.Background()); err != nil {
+						t.Errorf("Unlock: want no error, got %v", err)
+					}
+				case errors.Is(err, redlock.ErrContended), errors.Is(err, context.Canceled):
+				default:
+					t.Errorf("TryLock: want nil, ErrContended or Canceled, got %v", err)
+				}
+				if parent != nil {
+					parent.End()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+
+	locks := h.ended("redlock.lock")
+	if len(locks) != tries {
+		t.Errorf("redlock.lock spans: want %d (one per TryLock), got %d", tries, len(locks))
+	}
+	rooted := 0
+	for _, s := range locks {
+		switch {
+		case !s.Parent().IsValid():
+			rooted++
+		case !parents[s.SpanContext().TraceID()]:
+			t.Errorf("span %v: want the trace of its caller's span, got an unknown trace", s.SpanContext().SpanID())
+		}
+		if s.EndTime().Before(s.StartTime()) {
+			t.Errorf("span %v: want an end after its start, got [%v, %v]", s.SpanContext().SpanID(), s.StartTime(), s.EndTime())
+		}
+	}
+	if want := tries / 2; rooted != want {
+		t.Errorf("root redlock.lock spans (callers without a span): want %d, got %d", want, rooted)
+	}
+	if n := len(h.ended("redlock.unlock")); n != wins {
+		t.Errorf("redlock.unlock spans: want %d, got %d", wins, n)
+	}
+	ms := h.metrics(t)
+	if got := sum(t, ms, "redlock.acquire.attempts"); got != int64(tries) {
+		t.Errorf("redlock.acquire.attempts: want %d, got %d", tries, got)
+	}
+	if got := sum(t, ms, "redlock.acquire.attempts", won); got != int64(wins) {
+		t.Errorf("redlock.acquire.attempts{won}: want %d, got %d", wins, got)
+	}
+	if got := sum(t, ms, "redlock.locks.held"); got != 0 {
+		t.Errorf("redlock.locks.held: want 0, got %d", got)
+	}
+	if got := sum(t, ms, "redlock.locks.released"); got != int64(wins) {
+		t.Errorf("redlock.locks.released: want %d, got %d", wins, got)
+	}
 }
