@@ -3,7 +3,7 @@ package redlock
 // The one test of internal/node's leader connection that stays in the
 // root: it waits for requests to queue on the Client's node, which only
 // the root's in-package tests can see. The rest of internal/node's tests
-// that need a whole Client are in internal/node (client_test.go).
+// that need a whole Client are in internal/node (*_client_test.go).
 
 import (
 	"context"

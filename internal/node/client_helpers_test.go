@@ -1,7 +1,9 @@
 package node_test
 
 // The client tests' helpers (a copy of the root's in-package helpers, for the
-// tests of client_test.go): go-redis clients of test nodes, Clients
+// tests of *_client_test.go, which drive the root's Client and so are an
+// external test package, node_test: the root imports this package):
+// go-redis clients of test nodes, Clients
 // on them, background load, and the checks that a test left nothing
 // behind (keys, Watch goroutines, borrowed connections, held slots).
 
