@@ -294,8 +294,10 @@ func nodeKeys(t testing.TB, clients []redis.UniversalClient, root string) []stri
 		require.NoError(t, err)
 		for _, k := range keys {
 			expiring := strings.HasSuffix(k, ":terms") || strings.HasSuffix(k, ":queue") || strings.HasSuffix(k, ":queue:named")
-			if strings.HasSuffix(k, ":fence") || (expiring && c.PTTL(ctx, k).Val() > 0) {
-				// A wait queue, like a history, expires on its own.
+			pttl := c.PTTL(ctx, k).Val()
+			if strings.HasSuffix(k, ":fence") || (expiring && pttl > 0) || pttl == -2 {
+				// A wait queue, like a history, expires on its own; -2:
+				// the key expired since KEYS listed it.
 				continue
 			}
 			v := c.Type(ctx, k).Val()

@@ -57,6 +57,21 @@ func (r *loadRecorder) fail(format string, args ...any) {
 	r.mu.Unlock()
 }
 
+// someUnanswered reports whether err is a *QuorumError in which some
+// node did not answer (pending or failed).
+func someUnanswered(err error) bool {
+	var qe *redlock.QuorumError
+	if !errors.As(err, &qe) {
+		return false
+	}
+	for _, n := range qe.Nodes {
+		if n.Status == "pending" || n.Status == "failed" {
+			return true
+		}
+	}
+	return false
+}
+
 // checkExclusion runs workers goroutines over lcs that Lock one key in
 // turn, and checks that no two hold it at once.
 func checkExclusion(t *testing.T, r *loadRecorder, lcs []*redlock.Client, k string, workers, n int, strict bool) {
@@ -91,8 +106,10 @@ func checkExclusion(t *testing.T, r *loadRecorder, lcs []*redlock.Client, k stri
 				err = r.timed("Unlock", func() error { return l.Unlock(context.Background()) })
 				// A vote may have come from a node whose connections then
 				// broke (TestGoRedisMaxClients): a release short of a quorum
-				// for that reason is Unlock's documented ErrUnreachable.
-				if err != nil && strict && !errors.Is(err, redlock.ErrUnreachable) {
+				// for that reason is Unlock's documented ErrUnreachable. After
+				// a hand-on that lost, the verdict joins two rounds' answers,
+				// and a node unanswered in one of them leaves it open too.
+				if err != nil && strict && !errors.Is(err, redlock.ErrUnreachable) && !someUnanswered(err) {
 					r.fail("worker %d iter %d: Unlock: %v", w, i, err)
 				}
 			}
