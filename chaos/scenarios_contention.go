@@ -224,9 +224,20 @@ func (c *contention) cycles(ctx context.Context) error {
 		return err
 	}
 	for i := range n {
-		// Calm: the head dies; the next release names it.
+		// Calm: the head dies; the next release names it. On a loaded
+		// machine that naming may come late: the faults wait for it (3s
+		// at most) and for the grant it leads to, so that the dead
+		// waiter's gap is measured with every node up (checkDeadWaiters).
+		c.mu.Lock()
+		before := len(c.namings)
+		c.mu.Unlock()
 		if err := c.killWaiter(ctx, true); err != nil {
 			return err
+		}
+		if c.awaitDeadNaming(ctx, before, 3*time.Second) {
+			if err := sleep(ctx, deadWaiterBound()); err != nil {
+				return err
+			}
 		}
 		if err := sleep(ctx, 500*time.Millisecond); err != nil {
 			return err
@@ -567,6 +578,26 @@ func (c *contention) watch(ctx context.Context) (stop func()) {
 		_ = ps.Close()
 		wg.Wait()
 	}
+}
+
+// awaitDeadNaming waits, within d, for a naming after the first `since`
+// of a waiter that is dead, and reports whether one came.
+func (c *contention) awaitDeadNaming(ctx context.Context, since int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		c.mu.Lock()
+		for _, nm := range c.namings[since:] {
+			if ct := c.byIDLocked(nm.id); ct != nil && ct.dead.Load() {
+				c.mu.Unlock()
+				return true
+			}
+		}
+		c.mu.Unlock()
+		if sleep(ctx, 10*time.Millisecond) != nil {
+			return false
+		}
+	}
+	return false
 }
 
 // checkTTL records a sampled key that exists without an expiry, or with
