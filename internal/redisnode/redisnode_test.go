@@ -86,7 +86,10 @@ func TestDescribe(t *testing.T) {
 	n := start(t, Options{})
 	pid := n.PID()
 	require.Contains(t, n.Describe(), fmt.Sprintf("running, pid %d", pid))
-	require.Contains(t, n.Describe(), "Ready to accept connections", "the log tail follows")
+	// The server answers PING before its log line has crossed the pipe
+	// into the tail: wait for it.
+	require.Eventually(t, func() bool { return strings.Contains(n.Describe(), "Ready to accept connections") },
+		10*time.Second, 10*time.Millisecond, "the log tail follows: %s", n.Describe())
 	require.NoError(t, n.Pause())
 	require.Contains(t, n.Describe(), fmt.Sprintf("paused, pid %d", pid))
 	require.NoError(t, n.Resume())
