@@ -106,15 +106,7 @@ func TestRunPerRunTime(t *testing.T) {
 	if d := medianRun(t, 5, exitOK, "run", "--nodes", urls, "--key", key, "--", "true"); d > bound {
 		t.Errorf("free lock: want a median run under %v, got %v", bound, d)
 	}
-	c, err := redlock.New(clients)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := c.TryLock(context.Background(), key, 20*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Unlock(context.Background()) }()
+	heldElsewhere(t, clients, key, 20*time.Second)
 	if d := medianRun(t, 5, exitNotObtained, "run", "--nodes", urls, "--key", key, "--wait", "0", "--", "true"); d > bound {
 		t.Errorf("held lock, --wait 0: want a median run under %v, got %v", bound, d)
 	}

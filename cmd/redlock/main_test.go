@@ -291,3 +291,19 @@ func TestEveryCommandHelp(t *testing.T) {
 		t.Errorf("--version: want exit 0 and %q, got %d: %q", version(), r.code, r.stdout)
 	}
 }
+
+// heldElsewhere takes key on clients for ttl, as another process would
+// hold it, until the test ends, and returns its lock.
+func heldElsewhere(t *testing.T, clients []redis.UniversalClient, key string, ttl time.Duration) *redlock.Lock {
+	t.Helper()
+	c, err := redlock.New(clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.TryLock(context.Background(), key, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Unlock(context.Background()); _ = c.Close() })
+	return l
+}

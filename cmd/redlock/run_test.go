@@ -22,15 +22,7 @@ import (
 func TestRunNotObtained(t *testing.T) {
 	_, clients, urls := cluster(t, 3)
 	key := testKey(t)
-	c, err := redlock.New(clients)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := c.TryLock(context.Background(), key, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Unlock(context.Background()) }()
+	l := heldElsewhere(t, clients, key, 10*time.Second)
 	for _, wait := range []string{"0", "1s"} {
 		start := time.Now()
 		r := cli(t, nil, "run", "--nodes", urls, "--key", key, "--wait", wait, "--", "sh", "-c", "echo ran")
@@ -419,15 +411,7 @@ func TestRunFlockStyleFlags(t *testing.T) {
 		t.Errorf("-v --fence: want a positive fence, got:\n%s", r.stderr)
 	}
 
-	c, err := redlock.New(clients)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := c.TryLock(context.Background(), key, 20*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Unlock(context.Background()) }()
+	l := heldElsewhere(t, clients, key, 20*time.Second)
 	for _, tc := range []struct {
 		args []string
 		want int

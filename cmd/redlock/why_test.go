@@ -20,15 +20,7 @@ import (
 func TestRunNotObtainedLinesAgreeWithHolders(t *testing.T) {
 	_, clients, urls := cluster(t, 3)
 	key := testKey(t)
-	c, err := redlock.New(clients)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := c.TryLock(context.Background(), key, 20*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Unlock(context.Background()) }()
+	l := heldElsewhere(t, clients, key, 20*time.Second)
 	eventually(t, 5*time.Second, func() bool { return get(t, clients[2], key) != "" }, "want the key on every node")
 
 	specs, err := parseNodes(urls, nil)
