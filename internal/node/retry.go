@@ -114,12 +114,17 @@ func (nd *Node) retryLoop() {
 		}
 		failed := nd.retryBatch(due, closing)
 		if closing {
-			// Close: one last attempt each, and no more.
+			// Close: one last attempt each, and no more. What failed it,
+			// and what was queued meanwhile, is dropped, and said so.
 			q.mu.Lock()
+			failed = append(failed, q.items...)
 			clear(q.items)
 			q.items = q.items[:0]
 			q.running = false
 			q.mu.Unlock()
+			for _, it := range failed {
+				nd.h.DroppedRetry(nd, it.keys)
+			}
 			return
 		}
 		if len(failed) > 0 {
@@ -160,6 +165,7 @@ func (q *retryQueue) takeDueLocked(now time.Time, closing bool) (due []retryItem
 // retryBatch tries each due release once, in order, and returns those to
 // try again, with their next attempt scheduled. A node that fails one
 // is not asked the rest this time: they wait for the same back-off.
+// When closing, it returns those Close's last attempt did not release.
 //
 // A release that failed before and now finds nothing is tried once more,
 // RetryRecheck later: the attempts that failed, or the acquire it
@@ -176,7 +182,7 @@ func (nd *Node) retryBatch(due []retryItem, closing bool) (again []retryItem) {
 	}
 	for k, it := range due {
 		if closing && time.Now().After(deadline) {
-			break
+			return append(again, due[k:]...) // not tried: dropped
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		r := nd.Exec(ctx, it.req)
@@ -191,7 +197,11 @@ func (nd *Node) retryBatch(due []retryItem, closing bool) (again []retryItem) {
 			continue
 		}
 		if errors.Is(r.Err, redis.ErrClosed) {
-			return nil // the go-redis client is closed: nothing can be sent
+			// The go-redis client is closed: nothing can be sent.
+			for _, rest := range due[k:] {
+				nd.h.DroppedRetry(nd, rest.keys)
+			}
+			return nil
 		}
 		for _, rest := range due[k:] {
 			if rest.req == it.req && rest.checked && r.St != wire.StatusFailed {

@@ -74,3 +74,22 @@ func TestRetryReleaseAfterClose(t *testing.T) {
 	require.Zero(t, nd.PendingReleases())
 	require.Equal(t, int64(1), h.dropped.Load())
 }
+
+// TestRetryReleaseDroppedAtClose: a queued release that Close's last
+// attempt cannot deliver (its node is stopped) is reported dropped, so
+// the Client's log names it, and the loop ends within the final wait.
+func TestRetryReleaseDroppedAtClose(t *testing.T) {
+	t.Parallel()
+	node := redistest.Nodes(t, 1)[0]
+	nd, h := newTestNode(t, redistest.Client(t, node))
+	require.NoError(t, node.Pause())
+	t.Cleanup(func() { _ = node.Resume() })
+	for _, k := range []string{"a", "b"} {
+		nd.RetryRelease(prepared(wire.OpRelease, k, "tok"), []string{k}, time.Now().Add(time.Minute), 0)
+	}
+	require.Equal(t, 2, nd.PendingReleases())
+	h.close()
+	require.Eventually(t, func() bool { return h.dropped.Load() == 2 }, 20*time.Second, 10*time.Millisecond,
+		"want both releases reported dropped")
+	require.Zero(t, nd.PendingReleases())
+}
