@@ -450,14 +450,15 @@ func TestHandOnCloseWhileWaiting(t *testing.T) {
 			requireNothingLeft(t, clients, k, 5*time.Second)
 		} else {
 			t.Logf("round %d: %d calls returned a lock after/around Close", round, len(held))
-			requireNothingLeftOrHeldBy(t, clients, k, held)
+			requireNothingLeftOrHeldBy(t, clients, k, held, holder.Token())
 		}
 	}
 }
 
 // requireNothingLeftOrHeldBy: every node's key is absent or held by one
-// of held's tokens.
-func requireNothingLeftOrHeldBy(t *testing.T, clients []redis.UniversalClient, k string, held []*redlock.Lock) {
+// of held's tokens. unlocked is the unlocking holder's token, named in
+// the failure to tell its leftover from a hand-on's.
+func requireNothingLeftOrHeldBy(t *testing.T, clients []redis.UniversalClient, k string, held []*redlock.Lock, unlocked string) {
 	t.Helper()
 	for j, nc := range clients {
 		v := get(t, nc, k)
@@ -468,7 +469,8 @@ func requireNothingLeftOrHeldBy(t *testing.T, clients []redis.UniversalClient, k
 		for _, l := range held {
 			ok = ok || strings.Contains(v, l.Token())
 		}
-		require.True(t, ok, "node %d keeps %q, a token no returned lock has", j+1, v)
+		require.True(t, ok, "node %d keeps %q, a token no returned lock has (the unlocking holder's: %q; pttl %v)",
+			j+1, v, unlocked, nc.PTTL(context.Background(), k).Val())
 	}
 }
 
